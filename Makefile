@@ -1,0 +1,42 @@
+# `make demo` and `make test` do all set-up themselves on a fresh machine.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit slow bench clean install
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" \
+		--model scripted:examples/weather/script.json \
+		--tools examples.weather.tools:TOOLS
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests examples
+	$(BIN)/ruff format --check src tests examples
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
+
+slow: $(STAMP)
+	$(BIN)/pytest -q -m slow
+
+test: lint typecheck $(STAMP)
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/pi bench loop
+
+clean:
+	rm -rf $(VENV) .pi bench-results

@@ -1,0 +1,67 @@
+"""Writing benchmark results: a rich table on screen, CSV + JSON + PNG on disk."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def print_table(result: dict[str, Any], console: Console, title: str) -> None:
+    rows = result["rows"]
+    if not rows:
+        console.print("no rows")
+        return
+    table = Table(title=title)
+    columns = list(rows[0].keys())
+    for column in columns:
+        table.add_column(column, justify="right" if isinstance(rows[0][column], int | float) else "left")
+    for row in rows:
+        table.add_row(*(str(row.get(c, "")) for c in columns))
+    console.print(table)
+
+
+def write_files(result: dict[str, Any], out: Path) -> list[Path]:
+    """`<bench>.json` and `<bench>.csv` in `out`; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    name = result["bench"]
+    json_path = out / f"{name}.json"
+    json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    csv_path = out / f"{name}.csv"
+    rows = result["rows"]
+    columns = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    with csv_path.open("w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return [json_path, csv_path]
+
+
+def plot_lines(result: dict[str, Any], out: Path, *, x: str, y: str, series: str, ylabel: str) -> Path | None:
+    """A PNG line chart of `y` over `x`, one line per `series`; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name in dict.fromkeys(r[series] for r in result["rows"]):
+        points = [(r[x], r[y]) for r in result["rows"] if r[series] == name]
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    ax.set_xlabel(x)
+    ax.set_ylabel(ylabel)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.legend()
+    ax.set_title(f"pi bench {result['bench']}")
+    path = out / f"{result['bench']}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,45 @@
+"""`pi bench NAME`: benchmarks as programs (tables on screen, CSV/JSON/PNG on disk)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", no_args_is_help=True)
+
+
+@bench_app.command("loop")
+def bench_loop(
+    turns: Annotated[str, typer.Option("--turns", help="Comma-separated turn counts.")] = "50,200,1000",
+    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per point (median kept).")] = 3,
+    with_peers: Annotated[bool, typer.Option("--peers/--no-peers", help="Also run PydanticAI and the OpenAI Agents SDK.")] = True,
+    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON/PNG.")] = Path("bench-results"),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """Runtime overhead per turn at 50, 200 and 1000 turns, Pi vs peers."""
+    from ..bench.loop import measure
+    from ..bench.report import plot_lines, print_table, write_files
+
+    try:
+        counts = tuple(int(t) for t in turns.split(","))
+        if any(c < 2 for c in counts):
+            raise ValueError
+    except ValueError:
+        Console(stderr=True).print(f"[red]error:[/] --turns must be integers >= 2, got {turns!r}")
+        raise typer.Exit(2) from None
+    result = measure(counts, repeat=repeat, with_peers=with_peers)
+    files = write_files(result, out)
+    png = plot_lines(result, out, x="turns", y="per_turn_us", series="system", ylabel="µs per turn")
+    result["files"] = [str(p) for p in [*files, *([png] if png else [])]]
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    console = Console()
+    print_table(result, console, "runtime overhead per turn (µs, median)")
+    for name, hint in result["unavailable"].items():
+        console.print(f"[yellow]{name} not measured[/]: {hint}")
+    console.print("files: " + ", ".join(result["files"]))

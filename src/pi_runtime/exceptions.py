@@ -1,0 +1,90 @@
+"""Pi's exceptions.
+
+Hierarchy::
+
+    PiError
+    ├── UserError                 misuse before a run starts (bad spec, bad tool definition)
+    ├── ModelError                a model call failed; `transient` says whether to retry
+    └── ToolFailure               raised *by tools* to say how a failure should be treated
+        ├── ToolError             semantic: goes back to the model as {kind, message, hint}
+        ├── TransientError        retried with backoff, then goes back to the model
+        ├── UnrecoverableError    the run stops with `tool_error`
+        └── SecurityViolation     the run stops with `security` and an audit event
+
+Tools may also raise plain exceptions: the runtime classifies them (`TimeoutError`,
+`ConnectionError` are transient; `LookupError` is `not_found`; anything else is semantic).
+Runs never raise these at their caller: every ending is a `RunResult`.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ModelError",
+    "PiError",
+    "SecurityViolation",
+    "ToolError",
+    "ToolFailure",
+    "TransientError",
+    "UnrecoverableError",
+    "UserError",
+]
+
+
+class PiError(Exception):
+    """Base of every exception Pi defines."""
+
+
+class UserError(PiError):
+    """Pi was used wrongly: raised before a run starts, never during one."""
+
+
+class ModelError(PiError):
+    """A model call failed.
+
+    Args:
+        message: what went wrong, in words a user can act on.
+        transient: True when the same call may succeed later (rate limit, 5xx, timeout).
+        retry_after_s: the provider's hint of when to retry, if it gave one.
+    """
+
+    def __init__(
+        self, message: str, *, transient: bool = False, retry_after_s: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+        self.retry_after_s = retry_after_s
+
+
+class ToolFailure(PiError):
+    """A failure a tool raises on purpose, carrying what the model should read."""
+
+    default_kind = "tool_error"
+
+    def __init__(self, message: str, *, kind: str | None = None, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind or self.default_kind
+        self.hint = hint
+
+
+class ToolError(ToolFailure):
+    """Semantic failure: the model can fix it (bad value, nothing found, …)."""
+
+
+class TransientError(ToolFailure):
+    """Temporary failure: the runtime retries with backoff before telling the model."""
+
+    default_kind = "transient"
+
+
+class UnrecoverableError(ToolFailure):
+    """A failure the model cannot fix (lost database, expired key): the run stops."""
+
+    default_kind = "unrecoverable"
+
+
+class SecurityViolation(ToolFailure):
+    """An attempt the runtime must not serve (injection, forbidden access): the run stops."""
+
+    default_kind = "security"

@@ -1,0 +1,19 @@
+"""The loop: the state machine, its guards, the driver and `Agent`."""
+
+from .agent import Agent, RunStream
+from .canonical import action_hash, canonical_json
+from .guards import Limits, detect_loop, detect_no_progress
+from .result import RunResult
+from .state import RunState
+
+__all__ = [
+    "Agent",
+    "Limits",
+    "RunResult",
+    "RunState",
+    "RunStream",
+    "action_hash",
+    "canonical_json",
+    "detect_loop",
+    "detect_no_progress",
+]

@@ -1,0 +1,211 @@
+"""`Agent`: a model, its tools and its limits; `run` turns a prompt into a `RunResult`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterable, Sequence
+from pathlib import Path
+
+from ..context import count_tokens, render_system_prompt
+from ..exceptions import UserError
+from ..messages import Message, UserMessage
+from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
+from ..observe import Event, RunFinished, RunStarted, TraceWriter, compute_metrics, default_trace_dir
+from ..tools import Gate, ToolSpec
+from .guards import Limits
+from .result import RunResult, status_of
+from .runner import Driver
+from .state import RunState
+
+
+class Agent:
+    """An agent: a model, the tools it may call, and the guards of its runs.
+
+    Args:
+        model: a `Model`, or a spec string (`scripted:PATH`, `replay:TRACE`, …).
+        tools: the tools the agent knows.
+        allow: names it may call (default: all of `tools`); others are `permission_denied`.
+        instructions: the role and task; output discipline rules are added unless
+            `output_discipline=False`.
+        limits: the run's guards (`Limits`); keyword shortcuts below override fields.
+        trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
+            False writes none.
+        retry_base_s: first backoff delay for transient tool and model failures.
+    """
+
+    def __init__(
+        self,
+        model: Model | str | None = None,
+        *,
+        tools: Iterable[ToolSpec] = (),
+        allow: Iterable[str] | None = None,
+        instructions: str | None = None,
+        output_discipline: bool = True,
+        limits: Limits | None = None,
+        max_steps: int | None = None,
+        token_budget: int | None = None,
+        wall_clock_s: float | None = None,
+        settings: ModelSettings | None = None,
+        trace_dir: str | Path | bool | None = None,
+        retry_base_s: float = 0.25,
+        model_retries: int = 2,
+    ) -> None:
+        self.model = model if model is not None and not isinstance(model, str) else resolve_model(model)
+        self.tools = list(tools)
+        for spec in self.tools:
+            if not isinstance(spec, ToolSpec):
+                raise UserError(f"tools must be made with @tool, got {spec!r}")
+        names = [s.name for s in self.tools]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise UserError(f"two tools share the name(s): {', '.join(duplicates)}")
+        self.allow = None if allow is None else frozenset(allow)
+        unknown = sorted((self.allow or frozenset()) - set(names))
+        if unknown:
+            raise UserError(f"allow names tools the agent does not have: {', '.join(unknown)}")
+        base = limits or Limits()
+        overrides = {
+            k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget, "wall_clock_s": wall_clock_s}.items()
+            if v is not None
+        }
+        self.limits = Limits(**{**base.to_dict(), **overrides})
+        self.system = render_system_prompt(instructions, discipline=output_discipline)
+        self.settings = settings or ModelSettings()
+        self.trace_dir: Path | None
+        if trace_dir is False:
+            self.trace_dir = None
+        elif trace_dir is None or trace_dir is True:
+            self.trace_dir = default_trace_dir()
+        else:
+            self.trace_dir = Path(trace_dir)
+        self.retry_base_s = retry_base_s
+        self.model_retries = model_retries
+
+    def _check_tool_choice(self, choice: str) -> None:
+        allowed = self.allow if self.allow is not None else {s.name for s in self.tools}
+        if choice not in TOOL_CHOICE_MODES and choice not in allowed:
+            raise UserError(f"next_tool_choice must be auto, required, none or a tool name; got {choice!r}")
+
+    async def run(
+        self,
+        prompt: str,
+        *,
+        history: Sequence[Message] = (),
+        session_id: str | None = None,
+        next_tool_choice: str = "auto",
+        _live: asyncio.Queue[Event] | None = None,
+    ) -> RunResult:
+        """Run the agent on `prompt` until it answers or a guard stops it.
+
+        Args:
+            prompt: the user's message.
+            history: earlier messages of the conversation.
+            session_id: the conversation's id (feeds idempotency keys); a new one if None.
+            next_tool_choice: tool choice for the first model call only.
+        """
+        self._check_tool_choice(next_tool_choice)
+        run_id = f"run-{uuid.uuid4().hex[:16]}"
+        session = session_id or f"session-{uuid.uuid4().hex[:16]}"
+        events: list[Event] = []
+        writer = TraceWriter(self.trace_dir, run_id) if self.trace_dir is not None else None
+
+        def emit(event: Event) -> None:
+            events.append(event)
+            if writer is not None:
+                writer.write(event)
+            if _live is not None:
+                _live.put_nowait(event)
+
+        gate = Gate(self.tools, allow=self.allow, session_id=session, retry_base_s=self.retry_base_s)
+        offered = tuple(s.definition for s in gate.offered)
+        driver = Driver(
+            model=self.model, gate=gate, limits=self.limits, system=self.system, tools=offered,
+            settings=self.settings, emit=emit, live=_live.put_nowait if _live is not None else None,
+            model_retries=self.model_retries, retry_base_s=self.retry_base_s,
+        )
+        state = RunState(
+            messages=tuple(history), pending=(UserMessage(content=prompt),), next_tool_choice=next_tool_choice,
+            turns=sum(1 for m in history if m.role == "assistant"),
+        )
+        started = time.perf_counter()
+        try:
+            emit(RunStarted(run_id=run_id, session_id=session, model=self.model.name, system=self.system,
+                            tools=tuple(d.name for d in offered), limits=self.limits.to_dict()))
+            state = await driver.drive(state)
+        except asyncio.CancelledError:
+            state = _ended(state, "cancelled", "the run was cancelled")
+            self._finish(state, events, emit, started, writer)
+            raise
+        except Exception as exc:  # a bug in Pi itself: still a well-formed ending
+            state = _ended(state, "internal_error", f"{type(exc).__name__}: {exc}")
+        return self._finish(state, events, emit, started, writer, run_id=run_id, session_id=session)
+
+    def _finish(self, state: RunState, events: list[Event], emit: object, started: float,
+                writer: TraceWriter | None, *, run_id: str = "", session_id: str = "") -> RunResult:
+        wall_ms = (time.perf_counter() - started) * 1000
+        reason = state.stop_reason or "internal_error"
+        metrics = compute_metrics(events, wall_ms=wall_ms, count_tokens=count_tokens)
+        status = status_of(reason)
+        output = state.output if reason == "final_answer" else None
+        finished = RunFinished(status=status, stop_reason=reason, steps=state.steps, output=output,
+                               usage=state.usage, metrics=metrics, error=state.error, wall_ms=round(wall_ms, 3))
+        emit(finished)  # type: ignore[operator]
+        if writer is not None:
+            writer.close()
+        return RunResult(
+            status=status, stop_reason=reason, output=output, steps=state.steps, usage=state.usage,
+            metrics=metrics, messages=state.messages, trace=str(writer.path) if writer else None,
+            run_id=run_id, session_id=session_id, error=state.error, events=tuple(events),
+        )
+
+    def run_sync(self, prompt: str, **kwargs: object) -> RunResult:
+        """`run` for code without an event loop."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.run(prompt, **kwargs))  # type: ignore[arg-type]
+        raise UserError("run_sync cannot be called from a running event loop; use `await agent.run(...)`")
+
+    def run_stream(self, prompt: str, **kwargs: object) -> RunStream:
+        """Run while yielding events as they happen (`ModelDelta`s included)."""
+        return RunStream(self, prompt, kwargs)
+
+
+class RunStream:
+    """Async iterator over a run's events; `result` is set once the run has ended."""
+
+    def __init__(self, agent: Agent, prompt: str, kwargs: dict[str, object]) -> None:
+        self._agent = agent
+        self._prompt = prompt
+        self._kwargs = kwargs
+        self.result: RunResult | None = None
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        queue: asyncio.Queue[Event] = asyncio.Queue()
+        task = asyncio.create_task(self._agent.run(self._prompt, _live=queue, **self._kwargs))  # type: ignore[arg-type]
+        try:
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if getter in done:
+                    event = getter.result()
+                    yield event
+                    if isinstance(event, RunFinished):
+                        break
+                else:
+                    getter.cancel()
+                    while not queue.empty():
+                        yield queue.get_nowait()
+                    break
+            self.result = await task
+        finally:
+            if not task.done():
+                task.cancel()
+
+
+def _ended(state: RunState, reason: str, detail: str) -> RunState:
+    from dataclasses import replace
+
+    return replace(state, phase="done", stop_reason=reason, error=detail)  # type: ignore[arg-type]

@@ -1,0 +1,40 @@
+"""Canonical hashing of tool calls: the same action hashes the same however it is spelled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def canonical_value(value: Any) -> Any:
+    """`value` with spelling removed: keys sorted later by dumps, `1.0` → `1`, `-0.0` → `0`."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, float):
+        if value.is_integer():
+            return int(value)
+        return value
+    if isinstance(value, int):
+        return value
+    if isinstance(value, dict):
+        return {str(k): canonical_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [canonical_value(v) for v in value]
+    return str(value)
+
+
+def canonical_json(value: Any) -> str:
+    return json.dumps(
+        canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+
+
+def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:
+    """Hash of a tool call. Unparseable arguments hash by their text without whitespace."""
+    body = canonical_json(arguments) if arguments is not None else "".join(raw.split())
+    return hashlib.sha256(f"{name}\x1f{body}".encode()).hexdigest()[:24]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:24]

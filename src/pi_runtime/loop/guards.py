@@ -1,0 +1,103 @@
+"""Limits of a run and the pure checks that stop it (seed 001 §2.3, seed 000 layer four)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..exceptions import UserError
+from ..messages import StopReason
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Guards of one run.
+
+    Attributes:
+        max_steps: model calls allowed.
+        token_budget: cumulative input + output tokens allowed (None: unlimited).
+        wall_clock_s: seconds the run may take, model and tool waits included.
+        max_consecutive_errors: failed tool calls in a row before the run stops.
+        loop_window: how many recent tool calls loop detection looks at.
+        loop_threshold: the same call this often inside the window is a loop (A-A-A);
+            a sequence of 2+ calls repeated back to back (A-B-A-B) is one too.
+        no_progress_window: how many recent outcomes no-progress detection looks at.
+        no_progress_repeats: the same call returning the same result this often inside
+            the window means the run is not getting anywhere.
+    """
+
+    max_steps: int = 20
+    token_budget: int | None = None
+    wall_clock_s: float | None = 600.0
+    max_consecutive_errors: int = 3
+    loop_window: int = 6
+    loop_threshold: int = 3
+    no_progress_window: int = 20
+    no_progress_repeats: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "max_consecutive_errors", "loop_window", "loop_threshold",
+                     "no_progress_window", "no_progress_repeats"):
+            if getattr(self, name) < 1:
+                raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.token_budget is not None and self.token_budget < 1:
+            raise UserError(f"token_budget must be positive, got {self.token_budget}")
+        if self.wall_clock_s is not None and self.wall_clock_s <= 0:
+            raise UserError(f"wall_clock_s must be positive, got {self.wall_clock_s}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
+    """A description of the loop at the end of `actions`, or None."""
+    window = actions[-limits.loop_window :]
+    counts = Counter(window)
+    action, times = counts.most_common(1)[0] if counts else ("", 0)
+    if times >= limits.loop_threshold:
+        return f"the same call was made {times} times in the last {len(window)} calls"
+    for period in range(2, len(window) // 2 + 1):
+        tail = window[-2 * period :]
+        if tail[:period] == tail[period:] and len(set(tail[:period])) > 1:
+            return f"a cycle of {period} calls repeated back to back"
+    return None
+
+
+def detect_no_progress(outcomes: tuple[str, ...], limits: Limits) -> str | None:
+    """A description when the same call keeps returning the same result, or None."""
+    if not outcomes:
+        return None
+    last = outcomes[-1]
+    times = outcomes[-limits.no_progress_window :].count(last)
+    if times >= limits.no_progress_repeats:
+        return f"the same call returned the same result {times} times"
+    return None
+
+
+def check_guards(
+    *,
+    limits: Limits,
+    steps: int,
+    total_tokens: int,
+    elapsed_s: float,
+    consecutive_errors: int,
+    actions: tuple[str, ...],
+    outcomes: tuple[str, ...],
+) -> tuple[StopReason, str] | None:
+    """The first guard that stops the run, most specific first, or None to go on."""
+    detail = detect_no_progress(outcomes, limits)
+    if detail:
+        return "no_progress", detail
+    detail = detect_loop(actions, limits)
+    if detail:
+        return "loop_detected", detail
+    if consecutive_errors >= limits.max_consecutive_errors:
+        return "consecutive_errors", f"{consecutive_errors} tool calls failed in a row"
+    if limits.token_budget is not None and total_tokens > limits.token_budget:
+        return "token_budget", f"{total_tokens} tokens used of a budget of {limits.token_budget}"
+    if limits.wall_clock_s is not None and elapsed_s > limits.wall_clock_s:
+        return "wall_clock", f"{elapsed_s:.1f}s elapsed of {limits.wall_clock_s:g}s"
+    if steps >= limits.max_steps:
+        return "max_steps", f"{steps} model calls made of {limits.max_steps}"
+    return None

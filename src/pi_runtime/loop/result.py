@@ -1,0 +1,72 @@
+"""`RunResult`: how every run ends, in the JSON shape other programs rely on."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
+from ..observe import Event
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResult:
+    """The outcome of a run: why it stopped, what it produced, and its whole record.
+
+    Attributes:
+        status: `completed`, `stopped` (a guard), `failed` or `awaiting`.
+        stop_reason: the precise reason (`final_answer`, `max_steps`, `model_error`, …).
+        output: the final answer text (or contract object); None if the run gave none.
+        steps: model calls made.
+        usage: tokens used by all model calls of the run.
+        metrics: the run's metrics (seed 000 and totals).
+        messages: the whole conversation, tool results with their `tool_call_id`.
+        trace: path of the JSONL trace, if one was written.
+        error: a sentence on what stopped the run, when it did not complete.
+        events: every event of the run, in order.
+    """
+
+    status: RunStatus
+    stop_reason: StopReason
+    output: Any
+    steps: int
+    usage: Usage
+    metrics: dict[str, Any]
+    messages: tuple[Message, ...]
+    trace: str | None
+    run_id: str
+    session_id: str
+    error: str | None = None
+    events: tuple[Event, ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "completed"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `RunResult` JSON of the `pi run --json` contract."""
+        return {
+            "status": self.status,
+            "stop_reason": self.stop_reason,
+            "output": self.output,
+            "steps": self.steps,
+            "usage": {
+                "input_tokens": self.usage.input_tokens,
+                "output_tokens": self.usage.output_tokens,
+                "cached_tokens": self.usage.cached_tokens,
+            },
+            "metrics": self.metrics,
+            "messages": messages_to_list(self.messages),
+            "trace": self.trace,
+            "run_id": self.run_id,
+            "session_id": self.session_id,
+            "error": self.error,
+        }
+
+    def to_json(self, *, indent: int | None = None) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+
+def status_of(reason: StopReason) -> RunStatus:
+    return STOP_STATUS[reason]

@@ -1,0 +1,43 @@
+"""The run's state: an immutable value each transition replaces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..messages import AssistantMessage, Message, StopReason, Usage
+from ..observe import LoopPhase
+from ..tools import ToolOutcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunState:
+    """Where a run stands.
+
+    Attributes:
+        phase: the phase to run next.
+        messages: the conversation so far (history included).
+        pending: inputs OBSERVE has yet to normalise into messages.
+        steps: model calls made in this run.
+        turns: assistant messages in the conversation (history included).
+        next_tool_choice: tool choice for the next model call only.
+        response: the last assistant message, for ACT.
+        outcomes: the last tool outcomes, for REFLECT.
+        actions: canonical hashes of recent tool calls (loop detection).
+        results: hashes of recent (call, result) pairs (no-progress detection).
+    """
+
+    phase: LoopPhase = "observe"
+    messages: tuple[Message, ...] = ()
+    pending: tuple[Message, ...] = ()
+    steps: int = 0
+    turns: int = 0
+    usage: Usage = field(default_factory=Usage)
+    next_tool_choice: str = "auto"
+    consecutive_errors: int = 0
+    response: AssistantMessage | None = None
+    outcomes: tuple[ToolOutcome, ...] = ()
+    actions: tuple[str, ...] = ()
+    results: tuple[str, ...] = ()
+    stop_reason: StopReason | None = None
+    output: str | None = None
+    error: str | None = None

@@ -1,0 +1,168 @@
+"""OBSERVE → THINK → ACT → REFLECT → DONE as pure functions `state → (state, events)`.
+
+Effects (calling the model, running tools, reading the clock) happen in the driver; each
+transition receives their results as arguments, so a trace can be re-derived exactly.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+from ..messages import (
+    AssistantMessage,
+    Message,
+    StopReason,
+    TextBlock,
+    ToolErrorInfo,
+    ToolResultMessage,
+)
+from ..observe import (
+    Event,
+    GuardTriggered,
+    LoopPhase,
+    MessageAppended,
+    SecurityAudit,
+    ToolFinished,
+    ToolRetried,
+    Transition,
+)
+from ..tools import ToolOutcome
+from .canonical import action_hash, text_hash
+from .guards import Limits, check_guards
+from .state import RunState
+
+Step = tuple[RunState, list[Event]]
+
+GUARDS = frozenset(
+    {"max_steps", "token_budget", "wall_clock", "consecutive_errors", "loop_detected", "no_progress"}
+)
+
+# How many recent hashes the state keeps: enough for any window, bounded so turns stay O(1).
+_KEEP = 64
+
+
+def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
+    events.append(Transition(source=state.phase, target=target, step=state.steps))
+    return replace(state, phase=target, **changes), events  # type: ignore[arg-type]
+
+
+def _append(state_messages: tuple[Message, ...], new: list[Message], events: list[Event]) -> tuple[Message, ...]:
+    start = len(state_messages)
+    events.extend(MessageAppended(index=start + i, message=m) for i, m in enumerate(new))
+    return state_messages + tuple(new)
+
+
+def observe(state: RunState) -> Step:
+    """Normalise pending inputs into messages and go on to THINK."""
+    events: list[Event] = []
+    messages = _append(state.messages, list(state.pending), events)
+    return _move(state, "think", events, messages=messages, pending=())
+
+
+def _with_phases(message: AssistantMessage) -> AssistantMessage:
+    """Text beside tool calls is commentary; text of a message without calls is final."""
+    phase = "commentary" if message.tool_calls else "final"
+    if all(not isinstance(b, TextBlock) or b.phase == phase for b in message.content):
+        return message
+    content = tuple(replace(b, phase=phase) if isinstance(b, TextBlock) else b for b in message.content)
+    return replace(message, content=content)
+
+
+def think(state: RunState, response: AssistantMessage) -> Step:
+    """Take the model's answer: a final answer ends the run, tool calls go to ACT."""
+    events: list[Event] = []
+    message = _with_phases(response)
+    common = {
+        "messages": _append(state.messages, [message], events),
+        "steps": state.steps + 1,
+        "turns": state.turns + 1,
+        "usage": state.usage + message.usage,
+        "next_tool_choice": "auto",  # one-shot: consumed by the call just made
+        "response": message,
+    }
+    if not message.tool_calls:
+        return _move(state, "done", events, stop_reason="final_answer", output=message.text, **common)
+    return _move(state, "act", events, **common)
+
+
+def model_failed(state: RunState, error: str) -> Step:
+    """The model call failed for good: the run ends with `model_error`."""
+    return finish(state, "model_error", error)
+
+
+def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
+    """Record every tool outcome as a tool-result message, then REFLECT (or stop)."""
+    events: list[Event] = []
+    consecutive = state.consecutive_errors
+    actions = list(state.actions)
+    results = list(state.results)
+    fatal: tuple[StopReason, str] | None = None
+    for outcome in outcomes:
+        call, message = outcome.call, outcome.message
+        for attempt in outcome.attempts:
+            if attempt.retry_in_ms is not None and attempt.error is not None:
+                events.append(ToolRetried(tool_call_id=call.id, name=call.name, attempt=attempt.number,
+                                          error_kind=attempt.error.kind, retry_in_ms=round(attempt.retry_in_ms, 3)))
+        events.append(ToolFinished(
+            tool_call_id=call.id, name=call.name, executed=outcome.executed, is_error=message.is_error,
+            error_kind=message.error.kind if message.error else None, error_class=outcome.error_class,
+            attempts=len(outcome.attempts), duration_ms=round(sum(a.duration_ms for a in outcome.attempts), 3),
+            idempotency_key=outcome.idempotency_key, result_bytes=outcome.result_bytes,
+            result_truncated=outcome.result_truncated,
+        ))
+        consecutive = consecutive + 1 if message.is_error else 0
+        act_hash = action_hash(call.name, call.arguments, call.raw)
+        actions.append(act_hash)
+        results.append(f"{act_hash}:{text_hash(message.content)}")
+        if outcome.error_class == "security" and fatal is None:
+            detail = message.error.message if message.error else "security violation"
+            events.append(SecurityAudit(tool_call_id=call.id, name=call.name, detail=detail))
+            fatal = ("security", f"{call.name}: {detail}")
+        elif outcome.error_class == "unrecoverable" and fatal is None:
+            fatal = ("tool_error", f"{call.name}: {message.error.message if message.error else 'failed'}")
+    messages = _append(state.messages, [o.message for o in outcomes], events)
+    changes = {
+        "messages": messages, "outcomes": outcomes, "consecutive_errors": consecutive,
+        "actions": tuple(actions[-_KEEP:]), "results": tuple(results[-_KEEP:]),
+    }
+    if fatal is not None:
+        stopped, more = finish(replace(state, **changes), *fatal)  # type: ignore[arg-type]
+        return stopped, events + more
+    return _move(state, "reflect", events, **changes)
+
+
+def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
+    """Stop mid-phase (wall clock, cancellation): unanswered tool calls get error results,
+    so the conversation stays well-formed for any provider."""
+    events: list[Event] = []
+    messages = state.messages
+    if state.phase == "act" and state.response is not None:
+        info = ToolErrorInfo(kind="cancelled", message=f"not run: {detail}", hint="")
+        content = json.dumps({"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False)
+        fill: list[Message] = [
+            ToolResultMessage(tool_call_id=c.id, name=c.name, content=content, is_error=True, error=info)
+            for c in state.response.tool_calls
+        ]
+        messages = _append(messages, fill, events)
+    stopped, more = finish(replace(state, messages=messages), reason, detail)
+    return stopped, events + more
+
+
+def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
+    """Check the guards: stop with the first that trips, else OBSERVE again."""
+    verdict = check_guards(
+        limits=limits, steps=state.steps, total_tokens=state.usage.total_tokens, elapsed_s=elapsed_s,
+        consecutive_errors=state.consecutive_errors, actions=state.actions, outcomes=state.results,
+    )
+    if verdict is not None:
+        return finish(state, *verdict)
+    return _move(state, "observe", [])
+
+
+def finish(state: RunState, reason: StopReason, detail: str) -> Step:
+    """End the run with `reason`."""
+    events: list[Event] = []
+    if reason in GUARDS:
+        events.append(GuardTriggered(guard=reason, detail=detail))
+    return _move(state, "done", events, stop_reason=reason, error=detail)

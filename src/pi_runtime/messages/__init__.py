@@ -1,0 +1,42 @@
+"""The neutral message model: user, assistant and tool-result messages, blocks, usage."""
+
+from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
+from ._model import (
+    STOP_STATUS,
+    AssistantMessage,
+    Block,
+    FinishReason,
+    Message,
+    Phase,
+    RunStatus,
+    StopReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolErrorInfo,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+__all__ = [
+    "STOP_STATUS",
+    "AssistantMessage",
+    "Block",
+    "FinishReason",
+    "Message",
+    "Phase",
+    "RunStatus",
+    "StopReason",
+    "TextBlock",
+    "ThinkingBlock",
+    "ToolCall",
+    "ToolErrorInfo",
+    "ToolResultMessage",
+    "Usage",
+    "UserMessage",
+    "message_from_dict",
+    "message_to_dict",
+    "messages_from_list",
+    "messages_to_list",
+]

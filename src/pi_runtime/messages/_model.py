@@ -1,0 +1,148 @@
+"""The neutral message model every provider is mapped to and from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+Phase: TypeAlias = Literal["commentary", "final"]
+FinishReason: TypeAlias = Literal["stop", "tool_calls", "length"]
+StopReason: TypeAlias = Literal[
+    "final_answer",
+    "max_steps",
+    "token_budget",
+    "wall_clock",
+    "consecutive_errors",
+    "loop_detected",
+    "no_progress",
+    "model_error",
+    "tool_error",
+    "security",
+    "contract_violation",
+    "cancelled",
+    "awaiting_tool",
+    "internal_error",
+]
+RunStatus: TypeAlias = Literal["completed", "stopped", "failed", "awaiting"]
+
+STOP_STATUS: dict[StopReason, RunStatus] = {
+    "final_answer": "completed",
+    "max_steps": "stopped",
+    "token_budget": "stopped",
+    "wall_clock": "stopped",
+    "consecutive_errors": "stopped",
+    "loop_detected": "stopped",
+    "no_progress": "stopped",
+    "cancelled": "stopped",
+    "model_error": "failed",
+    "tool_error": "failed",
+    "security": "failed",
+    "contract_violation": "failed",
+    "internal_error": "failed",
+    "awaiting_tool": "awaiting",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Usage:
+    """Tokens one model call (or a whole run) consumed."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextBlock:
+    """Visible text. `commentary` accompanies tool calls; `final` answers the user."""
+
+    text: str
+    phase: Phase = "final"
+    kind: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ThinkingBlock:
+    """Reasoning the provider exposed; `signature` lets it be sent back verbatim."""
+
+    text: str
+    signature: str | None = None
+    kind: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A tool call as the model wrote it.
+
+    `raw` is the argument text exactly as produced; `arguments` is its parse when it is a
+    JSON object, else None. `truncated` marks a call from a message cut off by the output
+    limit: such a call is never executed.
+    """
+
+    id: str
+    name: str
+    raw: str
+    arguments: dict[str, Any] | None = None
+    truncated: bool = False
+    kind: Literal["tool_call"] = "tool_call"
+
+
+Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolErrorInfo:
+    """What the model reads when a tool call failed."""
+
+    kind: str
+    message: str
+    hint: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserMessage:
+    content: str
+    role: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AssistantMessage:
+    content: tuple[Block, ...]
+    finish_reason: FinishReason = "stop"
+    usage: Usage = field(default_factory=Usage)
+    model: str | None = None
+    role: Literal["assistant"] = "assistant"
+
+    @property
+    def tool_calls(self) -> tuple[ToolCall, ...]:
+        return tuple(b for b in self.content if isinstance(b, ToolCall))
+
+    @property
+    def text(self) -> str:
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultMessage:
+    """The outcome of one tool call, under the id of the call it answers."""
+
+    tool_call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    error: ToolErrorInfo | None = None
+    role: Literal["tool"] = "tool"
+
+
+Message: TypeAlias = UserMessage | AssistantMessage | ToolResultMessage

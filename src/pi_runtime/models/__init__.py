@@ -1,0 +1,43 @@
+"""Models: the `Model` protocol, requests and responses, and the built-in adapters."""
+
+from .base import (
+    TOOL_CHOICE_MODES,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    ToolChoice,
+    ToolDefinition,
+    complete_from_stream,
+)
+from .function import FunctionModel
+from .replay import ReplayModel
+from .scripted import ScriptedModel, ScriptStep, load_script
+from .spec import resolve_model
+
+__all__ = [
+    "TOOL_CHOICE_MODES",
+    "FunctionModel",
+    "Model",
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "ReplayModel",
+    "ResponseDone",
+    "ScriptStep",
+    "ScriptedModel",
+    "StreamEvent",
+    "TextDelta",
+    "ThinkingDelta",
+    "ToolCallDelta",
+    "ToolChoice",
+    "ToolDefinition",
+    "complete_from_stream",
+    "load_script",
+    "resolve_model",
+]

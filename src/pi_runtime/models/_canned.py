@@ -1,0 +1,36 @@
+"""Shared pieces for models that answer from canned responses (scripted, function, replay)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ..messages import TextBlock, ThinkingBlock, ToolCall
+from .base import ModelResponse, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+
+
+def parse_arguments(raw: str) -> dict[str, Any] | None:
+    """The JSON object in `raw`, or None when it is not one (the gate reports why)."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
+    """Replay a complete response as the deltas a streaming provider would send."""
+    index = 0
+    for block in response.content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                yield TextDelta(text=block.text)
+        elif isinstance(block, ThinkingBlock):
+            yield ThinkingDelta(text=block.text)
+        elif isinstance(block, ToolCall):
+            yield ToolCallDelta(index=index, id=block.id, name=block.name)
+            if block.raw:
+                yield ToolCallDelta(index=index, arguments_delta=block.raw)
+            index += 1
+    yield ResponseDone(response=response)

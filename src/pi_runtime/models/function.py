@@ -1,0 +1,42 @@
+"""`FunctionModel`: a model whose answers come from a Python callable."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, TypeAlias
+
+from ._canned import stream_response
+from .base import ModelRequest, ModelResponse, StreamEvent
+from .scripted import ScriptStep, step_response
+
+FunctionResult: TypeAlias = ModelResponse | dict[str, Any]
+ModelFunction: TypeAlias = Callable[[ModelRequest], FunctionResult | Awaitable[FunctionResult]]
+
+
+class FunctionModel:
+    """Answers each request with `function(request)`.
+
+    The function (plain or async) returns a `ModelResponse`, or a dict in the script-step
+    shape (`{"text": ..., "tool_calls": [...]}`) for brevity.
+    """
+
+    def __init__(self, function: ModelFunction, *, name: str | None = None) -> None:
+        self.function = function
+        self.name = name or f"function:{getattr(function, '__name__', 'anonymous')}"
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        result = self.function(request)
+        if inspect.isawaitable(result):
+            result = await result
+        if isinstance(result, ModelResponse):
+            return result
+        return step_response(ScriptStep.model_validate(result), request.step, self.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        async for event in stream_response(response):
+            yield event
+
+    async def aclose(self) -> None:
+        return None

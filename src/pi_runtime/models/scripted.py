@@ -1,0 +1,137 @@
+"""`ScriptedModel`: answers from a script, one step per assistant message already sent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..exceptions import ModelError, UserError
+from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
+from ._canned import parse_arguments, stream_response
+from .base import ModelRequest, ModelResponse, StreamEvent
+
+
+class _ScriptCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    id: str | None = None
+
+
+class _ScriptUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    cached_tokens: int = Field(default=0, ge=0)
+
+
+class ScriptStep(BaseModel):
+    """One scripted assistant message (the script file's `steps[i]`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    text: str | None = None
+    thinking: str | None = None
+    tool_calls: list[_ScriptCall] = Field(default_factory=list)
+    finish_reason: Literal["stop", "tool_calls", "length"] | None = None
+    usage: _ScriptUsage = Field(default_factory=_ScriptUsage)
+    delay_ms: int = Field(default=0, ge=0)
+
+
+class _Script(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    steps: list[ScriptStep]
+
+
+def load_script(path: str | Path) -> list[ScriptStep]:
+    """Read and check a script file; a bad file is a `UserError` naming what is wrong."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"cannot read script {p}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"script {p} is not valid JSON: {exc}") from exc
+    try:
+        return _Script.model_validate(data).steps
+    except ValidationError as exc:
+        raise UserError(f"script {p} does not match the script format:\n{exc}") from exc
+
+
+def step_response(step: ScriptStep, index: int, model: str) -> ModelResponse:
+    """The neutral response a script step stands for."""
+    finish = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
+    content: list[Block] = []
+    if step.thinking:
+        content.append(ThinkingBlock(text=step.thinking))
+    if step.text:
+        content.append(TextBlock(text=step.text, phase="commentary" if step.tool_calls else "final"))
+    for i, call in enumerate(step.tool_calls):
+        if isinstance(call.arguments, str):
+            raw = call.arguments
+        else:
+            raw = json.dumps(call.arguments, ensure_ascii=False, separators=(",", ":"))
+        content.append(
+            ToolCall(
+                id=call.id or f"call_{index}_{i}",
+                name=call.name,
+                raw=raw,
+                arguments=parse_arguments(raw),
+                truncated=finish == "length",
+            )
+        )
+    return ModelResponse(
+        content=tuple(content),
+        finish_reason=finish,
+        usage=Usage(**step.usage.model_dump()),
+        model=model,
+        raw=step.model_dump(mode="json", exclude_defaults=True),
+    )
+
+
+class ScriptedModel:
+    """Deterministic model for tests and demos.
+
+    The step used for a call is the number of assistant messages already in the
+    conversation, so a scripted session resumes correctly in another process.
+
+    Args:
+        steps: script steps (dicts in the script-file shape, or `ScriptStep`s).
+        name: the model name recorded in traces.
+    """
+
+    def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]], *, name: str = "scripted") -> None:
+        try:
+            self.steps = [s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps]
+        except ValidationError as exc:
+            raise UserError(f"bad script step:\n{exc}") from exc
+        self.name = name
+        self.requests: list[ModelRequest] = []
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        return cls(load_script(path), name=f"scripted:{path}")
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.requests.append(request)
+        index = request.step
+        if index >= len(self.steps):
+            raise ModelError(
+                f"script has {len(self.steps)} steps; step {index + 1} was asked for"
+            )
+        step = self.steps[index]
+        if step.delay_ms:
+            await asyncio.sleep(step.delay_ms / 1000)
+        return step_response(step, index, self.name)
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        response = await self.complete(request)
+        async for event in stream_response(response):
+            yield event
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,44 @@
+"""Observe: run events, JSONL traces and per-run metrics."""
+
+from .events import (
+    Event,
+    GuardTriggered,
+    LoopPhase,
+    MessageAppended,
+    ModelDelta,
+    ModelFailed,
+    ModelRequested,
+    ModelResponded,
+    RunFinished,
+    RunStarted,
+    SecurityAudit,
+    ToolFinished,
+    ToolRetried,
+    Transition,
+    event_to_dict,
+)
+from .metrics import compute_metrics
+from .trace import TRACE_DIR_ENV, TraceWriter, default_trace_dir, read_trace
+
+__all__ = [
+    "TRACE_DIR_ENV",
+    "Event",
+    "GuardTriggered",
+    "LoopPhase",
+    "MessageAppended",
+    "ModelDelta",
+    "ModelFailed",
+    "ModelRequested",
+    "ModelResponded",
+    "RunFinished",
+    "RunStarted",
+    "SecurityAudit",
+    "ToolFinished",
+    "ToolRetried",
+    "TraceWriter",
+    "Transition",
+    "compute_metrics",
+    "default_trace_dir",
+    "event_to_dict",
+    "read_trace",
+]

@@ -1,0 +1,67 @@
+"""Metrics every run reports (seed 000), folded from its events."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..messages import TextBlock, Usage
+from .events import Event, ModelFailed, ModelResponded, ToolFinished
+
+
+def compute_metrics(
+    events: Iterable[Event], *, wall_ms: float, count_tokens: Callable[[str], int]
+) -> dict[str, Any]:
+    """The run's metrics.
+
+    `text_tokens_before_first_tool_call` counts the visible text of every assistant
+    message up to and including the first one that calls a tool (0 when no tool was
+    called); `mixed_text_tool_message_rate` is the share of tool-calling messages that
+    also carry visible text.
+    """
+    text_before = 0
+    first_tool_ms: float | None = None
+    calling = mixed = model_calls = tool_calls = truncated = 0
+    model_errors = 0
+    usage = Usage()
+    errors: Counter[str] = Counter()
+    for event in events:
+        if isinstance(event, ModelResponded):
+            model_calls += 1
+            message = event.message
+            usage = usage + message.usage
+            calls = message.tool_calls
+            text = "".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+            if first_tool_ms is None:
+                if text:
+                    text_before += count_tokens(text)
+                if calls:
+                    first_tool_ms = event.first_tool_call_at_ms
+            if calls:
+                calling += 1
+                mixed += bool(text)
+                truncated += sum(1 for c in calls if c.truncated)
+        elif isinstance(event, ToolFinished):
+            tool_calls += 1
+            if event.is_error and event.error_kind:
+                errors[event.error_kind] += 1
+        elif isinstance(event, ModelFailed):
+            model_errors += 1
+    if first_tool_ms is None:
+        text_before = 0
+    return {
+        "text_tokens_before_first_tool_call": text_before,
+        "time_to_first_tool_call_ms": None if first_tool_ms is None else round(first_tool_ms, 3),
+        "mixed_text_tool_message_rate": round(mixed / calling, 4) if calling else 0.0,
+        "tool_argument_truncation_count": truncated,
+        "model_calls": model_calls,
+        "model_errors": model_errors,
+        "tool_calls": tool_calls,
+        "tool_errors": sum(errors.values()),
+        "errors_by_kind": dict(sorted(errors.items())),
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_tokens": usage.cached_tokens,
+        "wall_ms": round(wall_ms, 3),
+    }

@@ -1,0 +1,20 @@
+"""Tools: `@tool` specs, the error classifier, and the gate every call passes."""
+
+from .classify import ErrorClass, classify
+from .gate import Attempt, Gate, ToolOutcome, idempotency_key
+from .results import encode_result, truncate_result
+from .spec import IDEMPOTENCY_PARAM, ToolSpec, tool
+
+__all__ = [
+    "IDEMPOTENCY_PARAM",
+    "Attempt",
+    "ErrorClass",
+    "Gate",
+    "ToolOutcome",
+    "ToolSpec",
+    "classify",
+    "encode_result",
+    "idempotency_key",
+    "tool",
+    "truncate_result",
+]
