@@ -23,7 +23,9 @@ def get_weather(city: str, date: str | None = None) -> dict[str, object]:
         date: 日期，格式 YYYY-MM-DD。用户没有指定日期时不要填写。
     """
     if city not in _CITIES:
-        raise ToolError(f"未知城市 {city!r}", kind="not_found", hint="使用中国城市的中文名称，例如 北京。")
+        raise ToolError(
+            f"未知城市 {city!r}", kind="not_found", hint="使用中国城市的中文名称，例如 北京。"
+        )
     day = date or _date.today().isoformat()
     try:
         _date.fromisoformat(day)
@@ -31,7 +33,13 @@ def get_weather(city: str, date: str | None = None) -> dict[str, object]:
         raise ToolError(f"日期 {day!r} 不是 YYYY-MM-DD", kind="invalid_arguments") from None
     seed = int(hashlib.sha256(f"{city}{day}".encode()).hexdigest(), 16)
     low = 5 + seed % 15
-    return {"city": city, "date": day, "sky": _SKIES[seed % len(_SKIES)], "temp_min": low, "temp_max": low + 3 + seed % 8}
+    return {
+        "city": city,
+        "date": day,
+        "sky": _SKIES[seed % len(_SKIES)],
+        "temp_min": low,
+        "temp_max": low + 3 + seed % 8,
+    }
 
 
 @tool(idempotent=False)

@@ -44,18 +44,25 @@ def _respond(turns: int) -> Any:
 def run_pi(turns: int, *, trace_dir: str) -> float:
     """Per-turn overhead of Pi in µs (traces written, as in normal use)."""
     agent = Agent(
-        FunctionModel(_respond(turns)), tools=[noop], max_steps=turns + 1,
-        wall_clock_s=None, trace_dir=trace_dir,
+        FunctionModel(_respond(turns)),
+        tools=[noop],
+        max_steps=turns + 1,
+        wall_clock_s=None,
+        trace_dir=trace_dir,
     )
     started = time.perf_counter()
     result = agent.run_sync("go")
     elapsed = time.perf_counter() - started
     if result.stop_reason != "final_answer" or result.steps != turns:
-        raise RuntimeError(f"pi workload ended {result.stop_reason} after {result.steps} steps: {result.error}")
+        raise RuntimeError(
+            f"pi workload ended {result.stop_reason} after {result.steps} steps: {result.error}"
+        )
     return elapsed / turns * 1e6
 
 
-def measure(turns: tuple[int, ...] = DEFAULT_TURNS, *, repeat: int = 3, with_peers: bool = True) -> dict[str, Any]:
+def measure(
+    turns: tuple[int, ...] = DEFAULT_TURNS, *, repeat: int = 3, with_peers: bool = True
+) -> dict[str, Any]:
     """Rows of {system, turns, per_turn_us} (median of `repeat` runs) and peer notes."""
     systems = ["pi"]
     notes: dict[str, str] = {}
@@ -74,11 +81,20 @@ def measure(turns: tuple[int, ...] = DEFAULT_TURNS, *, repeat: int = 3, with_pee
                 peers.run_peer(system, 5)
             for count in turns:
                 samples = [
-                    run_pi(count, trace_dir=trace_dir) if system == "pi" else peers.run_peer(system, count)
+                    run_pi(count, trace_dir=trace_dir)
+                    if system == "pi"
+                    else peers.run_peer(system, count)
                     for _ in range(repeat)
                 ]
-                rows.append({"system": system, "turns": count, "per_turn_us": round(statistics.median(samples), 1),
-                             "min_us": round(min(samples), 1), "repeat": repeat})
+                rows.append(
+                    {
+                        "system": system,
+                        "turns": count,
+                        "per_turn_us": round(statistics.median(samples), 1),
+                        "min_us": round(min(samples), 1),
+                        "repeat": repeat,
+                    }
+                )
     for row in rows:
         pi_row = next(r for r in rows if r["system"] == "pi" and r["turns"] == row["turns"])
         row["ratio_to_pi"] = round(row["per_turn_us"] / pi_row["per_turn_us"], 2)

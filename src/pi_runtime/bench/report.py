@@ -19,7 +19,9 @@ def print_table(result: dict[str, Any], console: Console, title: str) -> None:
     table = Table(title=title)
     columns = list(rows[0].keys())
     for column in columns:
-        table.add_column(column, justify="right" if isinstance(rows[0][column], int | float) else "left")
+        table.add_column(
+            column, justify="right" if isinstance(rows[0][column], int | float) else "left"
+        )
     for row in rows:
         table.add_row(*(str(row.get(c, "")) for c in columns))
     console.print(table)
@@ -33,7 +35,9 @@ def write_files(result: dict[str, Any], out: Path) -> list[Path]:
     json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     csv_path = out / f"{name}.csv"
     rows = result["rows"]
-    columns = sorted({k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99)
+    columns = sorted(
+        {k for r in rows for k in r}, key=lambda k: list(rows[0]).index(k) if k in rows[0] else 99
+    )
     with csv_path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=columns)
         writer.writeheader()
@@ -41,7 +45,9 @@ def write_files(result: dict[str, Any], out: Path) -> list[Path]:
     return [json_path, csv_path]
 
 
-def plot_lines(result: dict[str, Any], out: Path, *, x: str, y: str, series: str, ylabel: str) -> Path | None:
+def plot_lines(
+    result: dict[str, Any], out: Path, *, x: str, y: str, series: str, ylabel: str
+) -> Path | None:
     """A PNG line chart of `y` over `x`, one line per `series`; None without matplotlib."""
     try:
         import matplotlib

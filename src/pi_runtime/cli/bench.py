@@ -14,10 +14,19 @@ bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", n
 
 @bench_app.command("loop")
 def bench_loop(
-    turns: Annotated[str, typer.Option("--turns", help="Comma-separated turn counts.")] = "50,200,1000",
-    repeat: Annotated[int, typer.Option("--repeat", min=1, help="Runs per point (median kept).")] = 3,
-    with_peers: Annotated[bool, typer.Option("--peers/--no-peers", help="Also run PydanticAI and the OpenAI Agents SDK.")] = True,
-    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON/PNG.")] = Path("bench-results"),
+    turns: Annotated[
+        str, typer.Option("--turns", help="Comma-separated turn counts.")
+    ] = "50,200,1000",
+    repeat: Annotated[
+        int, typer.Option("--repeat", min=1, help="Runs per point (median kept).")
+    ] = 3,
+    with_peers: Annotated[
+        bool,
+        typer.Option("--peers/--no-peers", help="Also run PydanticAI and the OpenAI Agents SDK."),
+    ] = True,
+    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON/PNG.")] = Path(
+        "bench-results"
+    ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
 ) -> None:
     """Runtime overhead per turn at 50, 200 and 1000 turns, Pi vs peers."""

@@ -24,9 +24,13 @@ def load_tools(spec: str) -> list[ToolSpec]:
     try:
         value = getattr(module, attr)
     except AttributeError:
-        raise UserError(f"--tools {spec}: module {module_name!r} has no attribute {attr!r}") from None
+        raise UserError(
+            f"--tools {spec}: module {module_name!r} has no attribute {attr!r}"
+        ) from None
     if isinstance(value, ToolSpec):
         return [value]
     if isinstance(value, list | tuple) and all(isinstance(v, ToolSpec) for v in value):
         return list(value)
-    raise UserError(f"--tools {spec}: expected a tool made with @tool or a list of them, got {type(value).__name__}")
+    raise UserError(
+        f"--tools {spec}: expected a tool made with @tool or a list of them, got {type(value).__name__}"
+    )

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..observe import read_trace
@@ -37,9 +38,13 @@ def describe(event: dict[str, Any]) -> str | None:
         u = m.get("usage", {})
         return f"{m.get('finish_reason')} · in {u.get('input_tokens', 0)} out {u.get('output_tokens', 0)} · {event['latency_ms']:.1f} ms · {_calls(m)}"
     if kind == "model_error":
-        return f"attempt {event['attempt']}: {event['message']}" + (" (transient)" if event["transient"] else "")
+        return f"attempt {event['attempt']}: {event['message']}" + (
+            " (transient)" if event["transient"] else ""
+        )
     if kind == "tool_result":
-        status = f"error {event['error_kind']}" if event["is_error"] else f"ok {event['result_bytes']} B"
+        status = (
+            f"error {event['error_kind']}" if event["is_error"] else f"ok {event['result_bytes']} B"
+        )
         ran = "" if event["executed"] else " (refused by the gate)"
         return f"{event['name']} [{event['tool_call_id']}] {status}{ran} · {event['duration_ms']:.1f} ms · {event['attempts']} attempt(s)"
     if kind == "tool_retry":
@@ -50,25 +55,40 @@ def describe(event: dict[str, Any]) -> str | None:
         return f"{event['name']}: {event['detail']}"
     if kind == "run_finished":
         u = event["usage"]
-        return (f"{event['status']} · {event['stop_reason']} · {event['steps']} steps · "
-                f"in {u['input_tokens']} out {u['output_tokens']} tokens" + (f" · {event['error']}" if event.get("error") else ""))
+        return (
+            f"{event['status']} · {event['stop_reason']} · {event['steps']} steps · "
+            f"in {u['input_tokens']} out {u['output_tokens']} tokens"
+            + (f" · {event['error']}" if event.get("error") else "")
+        )
     return None
 
 
-def show(path: Annotated[Path, typer.Argument(help="A run's .jsonl trace.")],
-         all_events: Annotated[bool, typer.Option("--all", help="Show transitions and messages too.")] = False) -> None:
+def show(
+    path: Annotated[Path, typer.Argument(help="A run's .jsonl trace.")],
+    all_events: Annotated[
+        bool, typer.Option("--all", help="Show transitions and messages too.")
+    ] = False,
+) -> None:
     """Render a run's timeline: steps, tool calls, errors, tokens, stop reason."""
     console = Console()
     try:
         events = read_trace(path)
     except (OSError, ValueError) as exc:
-        Console(stderr=True).print(f"[red]error:[/] cannot read trace {path}: {exc}", highlight=False)
+        Console(stderr=True).print(
+            f"[red]error:[/] cannot read trace {path}: {exc}", highlight=False
+        )
         raise typer.Exit(2) from None
     table = Table(title=str(path), show_lines=False)
     table.add_column("t ms", justify="right", style="dim")
     table.add_column("event")
     table.add_column("detail", overflow="fold")
-    styles = {"tool_result": "cyan", "model_error": "red", "guard": "yellow", "security_audit": "red", "run_finished": "bold"}
+    styles = {
+        "tool_result": "cyan",
+        "model_error": "red",
+        "guard": "yellow",
+        "security_audit": "red",
+        "run_finished": "bold",
+    }
     for event in events:
         line = describe(event)
         if line is None and all_events:
@@ -79,7 +99,7 @@ def show(path: Annotated[Path, typer.Argument(help="A run's .jsonl trace.")],
         style = styles.get(kind, "")
         if kind == "tool_result" and event.get("is_error"):
             style = "red"
-        table.add_row(f"{event.get('t_ms', 0):.1f}", kind, line, style=style)
+        table.add_row(f"{event.get('t_ms', 0):.1f}", kind, escape(line), style=style)
     console.print(table)
 
 

@@ -6,13 +6,21 @@ import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from ..context import count_tokens, render_system_prompt
 from ..exceptions import UserError
-from ..messages import Message, UserMessage
+from ..messages import Message, StopReason, UserMessage
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
-from ..observe import Event, RunFinished, RunStarted, TraceWriter, compute_metrics, default_trace_dir
+from ..observe import (
+    Event,
+    Recorder,
+    RunFinished,
+    RunStarted,
+    compute_metrics,
+    default_trace_dir,
+)
 from ..tools import Gate, ToolSpec
 from .guards import Limits
 from .result import RunResult, status_of
@@ -52,7 +60,9 @@ class Agent:
         retry_base_s: float = 0.25,
         model_retries: int = 2,
     ) -> None:
-        self.model = model if model is not None and not isinstance(model, str) else resolve_model(model)
+        self.model = (
+            model if model is not None and not isinstance(model, str) else resolve_model(model)
+        )
         self.tools = list(tools)
         for spec in self.tools:
             if not isinstance(spec, ToolSpec):
@@ -67,7 +77,12 @@ class Agent:
             raise UserError(f"allow names tools the agent does not have: {', '.join(unknown)}")
         base = limits or Limits()
         overrides = {
-            k: v for k, v in {"max_steps": max_steps, "token_budget": token_budget, "wall_clock_s": wall_clock_s}.items()
+            k: v
+            for k, v in {
+                "max_steps": max_steps,
+                "token_budget": token_budget,
+                "wall_clock_s": wall_clock_s,
+            }.items()
             if v is not None
         }
         self.limits = Limits(**{**base.to_dict(), **overrides})
@@ -86,7 +101,9 @@ class Agent:
     def _check_tool_choice(self, choice: str) -> None:
         allowed = self.allow if self.allow is not None else {s.name for s in self.tools}
         if choice not in TOOL_CHOICE_MODES and choice not in allowed:
-            raise UserError(f"next_tool_choice must be auto, required, none or a tool name; got {choice!r}")
+            raise UserError(
+                f"next_tool_choice must be auto, required, none or a tool name; got {choice!r}"
+            )
 
     async def run(
         self,
@@ -108,57 +125,55 @@ class Agent:
         self._check_tool_choice(next_tool_choice)
         run_id = f"run-{uuid.uuid4().hex[:16]}"
         session = session_id or f"session-{uuid.uuid4().hex[:16]}"
-        events: list[Event] = []
-        writer = TraceWriter(self.trace_dir, run_id) if self.trace_dir is not None else None
-
-        def emit(event: Event) -> None:
-            events.append(event)
-            if writer is not None:
-                writer.write(event)
-            if _live is not None:
-                _live.put_nowait(event)
-
-        gate = Gate(self.tools, allow=self.allow, session_id=session, retry_base_s=self.retry_base_s)
+        live = _live.put_nowait if _live is not None else None
+        try:
+            recorder = Recorder(self.trace_dir, run_id, live)
+        except OSError as exc:
+            raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
+        gate = Gate(
+            self.tools, allow=self.allow, session_id=session, retry_base_s=self.retry_base_s
+        )
         offered = tuple(s.definition for s in gate.offered)
         driver = Driver(
-            model=self.model, gate=gate, limits=self.limits, system=self.system, tools=offered,
-            settings=self.settings, emit=emit, live=_live.put_nowait if _live is not None else None,
-            model_retries=self.model_retries, retry_base_s=self.retry_base_s,
-        )
-        state = RunState(
-            messages=tuple(history), pending=(UserMessage(content=prompt),), next_tool_choice=next_tool_choice,
-            turns=sum(1 for m in history if m.role == "assistant"),
+            model=self.model,
+            gate=gate,
+            limits=self.limits,
+            system=self.system,
+            tools=offered,
+            settings=self.settings,
+            emit=recorder.emit,
+            live=live,
+            model_retries=self.model_retries,
+            retry_base_s=self.retry_base_s,
+            state=RunState(
+                messages=tuple(history),
+                pending=(UserMessage(content=prompt),),
+                next_tool_choice=next_tool_choice,
+                turns=sum(1 for m in history if m.role == "assistant"),
+            ),
         )
         started = time.perf_counter()
+        recorder.emit(
+            RunStarted(
+                run_id=run_id,
+                session_id=session,
+                model=self.model.name,
+                system=self.system,
+                tools=tuple(d.name for d in offered),
+                limits=self.limits.to_dict(),
+            )
+        )
+        ids = {"run_id": run_id, "session_id": session}
         try:
-            emit(RunStarted(run_id=run_id, session_id=session, model=self.model.name, system=self.system,
-                            tools=tuple(d.name for d in offered), limits=self.limits.to_dict()))
-            state = await driver.drive(state)
+            state = await driver.drive()
         except asyncio.CancelledError:
-            state = _ended(state, "cancelled", "the run was cancelled")
-            self._finish(state, events, emit, started, writer)
+            _finish(
+                _ended(driver.state, "cancelled", "the run was cancelled"), recorder, started, **ids
+            )
             raise
         except Exception as exc:  # a bug in Pi itself: still a well-formed ending
-            state = _ended(state, "internal_error", f"{type(exc).__name__}: {exc}")
-        return self._finish(state, events, emit, started, writer, run_id=run_id, session_id=session)
-
-    def _finish(self, state: RunState, events: list[Event], emit: object, started: float,
-                writer: TraceWriter | None, *, run_id: str = "", session_id: str = "") -> RunResult:
-        wall_ms = (time.perf_counter() - started) * 1000
-        reason = state.stop_reason or "internal_error"
-        metrics = compute_metrics(events, wall_ms=wall_ms, count_tokens=count_tokens)
-        status = status_of(reason)
-        output = state.output if reason == "final_answer" else None
-        finished = RunFinished(status=status, stop_reason=reason, steps=state.steps, output=output,
-                               usage=state.usage, metrics=metrics, error=state.error, wall_ms=round(wall_ms, 3))
-        emit(finished)  # type: ignore[operator]
-        if writer is not None:
-            writer.close()
-        return RunResult(
-            status=status, stop_reason=reason, output=output, steps=state.steps, usage=state.usage,
-            metrics=metrics, messages=state.messages, trace=str(writer.path) if writer else None,
-            run_id=run_id, session_id=session_id, error=state.error, events=tuple(events),
-        )
+            state = _ended(driver.state, "internal_error", f"{type(exc).__name__}: {exc}")
+        return _finish(state, recorder, started, **ids)
 
     def run_sync(self, prompt: str, **kwargs: object) -> RunResult:
         """`run` for code without an event loop."""
@@ -166,7 +181,9 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.run(prompt, **kwargs))  # type: ignore[arg-type]
-        raise UserError("run_sync cannot be called from a running event loop; use `await agent.run(...)`")
+        raise UserError(
+            "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
+        )
 
     def run_stream(self, prompt: str, **kwargs: object) -> RunStream:
         """Run while yielding events as they happen (`ModelDelta`s included)."""
@@ -205,7 +222,43 @@ class RunStream:
                 task.cancel()
 
 
-def _ended(state: RunState, reason: str, detail: str) -> RunState:
-    from dataclasses import replace
+def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
+    return replace(state, phase="done", stop_reason=reason, error=detail)
 
-    return replace(state, phase="done", stop_reason=reason, error=detail)  # type: ignore[arg-type]
+
+def _finish(
+    state: RunState, recorder: Recorder, started: float, *, run_id: str, session_id: str
+) -> RunResult:
+    """The `RunResult` of a run that reached DONE, with its closing event written."""
+    wall_ms = (time.perf_counter() - started) * 1000
+    reason = state.stop_reason or "internal_error"
+    metrics = compute_metrics(recorder.events, wall_ms=wall_ms, count_tokens=count_tokens)
+    status = status_of(reason)
+    output = state.output if reason == "final_answer" else None
+    recorder.emit(
+        RunFinished(
+            status=status,
+            stop_reason=reason,
+            steps=state.steps,
+            output=output,
+            usage=state.usage,
+            metrics=metrics,
+            error=state.error,
+            wall_ms=round(wall_ms, 3),
+        )
+    )
+    recorder.close()
+    return RunResult(
+        status=status,
+        stop_reason=reason,
+        output=output,
+        steps=state.steps,
+        usage=state.usage,
+        metrics=metrics,
+        messages=state.messages,
+        trace=recorder.path,
+        run_id=run_id,
+        session_id=session_id,
+        error=state.error,
+        events=tuple(recorder.events),
+    )

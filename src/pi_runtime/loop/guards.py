@@ -37,8 +37,14 @@ class Limits:
     no_progress_repeats: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "max_consecutive_errors", "loop_window", "loop_threshold",
-                     "no_progress_window", "no_progress_repeats"):
+        for name in (
+            "max_steps",
+            "max_consecutive_errors",
+            "loop_window",
+            "loop_threshold",
+            "no_progress_window",
+            "no_progress_repeats",
+        ):
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
         if self.token_budget is not None and self.token_budget < 1:
@@ -54,7 +60,7 @@ def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
     """A description of the loop at the end of `actions`, or None."""
     window = actions[-limits.loop_window :]
     counts = Counter(window)
-    action, times = counts.most_common(1)[0] if counts else ("", 0)
+    times = counts.most_common(1)[0][1] if counts else 0
     if times >= limits.loop_threshold:
         return f"the same call was made {times} times in the last {len(window)} calls"
     for period in range(2, len(window) // 2 + 1):

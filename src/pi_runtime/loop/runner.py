@@ -44,32 +44,54 @@ class Driver:
     live: Emit | None = None
     model_retries: int = 2
     retry_base_s: float = 0.5
+    state: RunState
     started: float = 0.0
 
-    async def drive(self, state: RunState) -> RunState:
-        """Run transitions until DONE. Every ending, including the clock's, is a state."""
+    async def drive(self) -> RunState:
+        """Run transitions until DONE. Every ending, including the clock's, is a state.
+
+        `self.state` always holds the latest state, so a caller that sees an exception
+        can still end the run from where it got to.
+        """
         loop = asyncio.get_running_loop()
         self.started = time.perf_counter()
-        deadline = None if self.limits.wall_clock_s is None else loop.time() + self.limits.wall_clock_s
+        deadline = (
+            None if self.limits.wall_clock_s is None else loop.time() + self.limits.wall_clock_s
+        )
         tool_names = tuple(d.name for d in self.tools)
-        while state.phase != "done":
+        while self.state.phase != "done":
             try:
                 async with asyncio.timeout_at(deadline):
-                    state = await self._advance(state, tool_names)
+                    self.state = await self._advance(self.state, tool_names)
             except TimeoutError:
-                state = self._apply(t.interrupted(state, "wall_clock", f"the run exceeded {self.limits.wall_clock_s:g}s"))
-        return state
+                self.state = self._apply(
+                    t.interrupted(
+                        self.state, "wall_clock", f"the run exceeded {self.limits.wall_clock_s:g}s"
+                    )
+                )
+        return self.state
 
     async def _advance(self, state: RunState, tool_names: tuple[str, ...]) -> RunState:
         if state.phase == "observe":
             return self._apply(t.observe(state))
         if state.phase == "think":
             request = ModelRequest(
-                system=self.system, messages=state.messages, tools=self.tools,
-                tool_choice=state.next_tool_choice, settings=self.settings, turn=state.turns,
+                system=self.system,
+                messages=state.messages,
+                tools=self.tools,
+                tool_choice=state.next_tool_choice,
+                settings=self.settings,
+                turn=state.turns,
             )
-            self.emit(ModelRequested(turn=state.turns, step=state.steps + 1, message_count=len(state.messages),
-                                     tool_choice=state.next_tool_choice, tools=tool_names))
+            self.emit(
+                ModelRequested(
+                    turn=state.turns,
+                    step=state.steps + 1,
+                    message_count=len(state.messages),
+                    tool_choice=state.next_tool_choice,
+                    tools=tool_names,
+                )
+            )
             response = await self._call_model(request, state.steps + 1)
             if isinstance(response, str):
                 return self._apply(t.model_failed(state, response))
@@ -97,8 +119,16 @@ class Driver:
             except ModelError as exc:
                 retry = exc.transient and attempt <= self.model_retries
                 delay = self._delay(attempt, exc.retry_after_s) if retry else None
-                self.emit(ModelFailed(turn=request.step, step=step, message=exc.message, transient=exc.transient,
-                                      attempt=attempt, retry_in_ms=None if delay is None else round(delay * 1000, 3)))
+                self.emit(
+                    ModelFailed(
+                        turn=request.step,
+                        step=step,
+                        message=exc.message,
+                        transient=exc.transient,
+                        attempt=attempt,
+                        retry_in_ms=None if delay is None else round(delay * 1000, 3),
+                    )
+                )
                 if delay is None:
                     return exc.message
                 await asyncio.sleep(delay)
@@ -107,13 +137,29 @@ class Driver:
                 raise
             except Exception as exc:  # an adapter bug must still end the run well-formed
                 message = f"{type(exc).__name__}: {exc}"
-                self.emit(ModelFailed(turn=request.step, step=step, message=message, transient=False, attempt=attempt))
+                self.emit(
+                    ModelFailed(
+                        turn=request.step,
+                        step=step,
+                        message=message,
+                        transient=False,
+                        attempt=attempt,
+                    )
+                )
                 return message
             latency = (time.perf_counter() - began) * 1000
-            message = response.to_message()
-            self.emit(ModelResponded(turn=request.step, step=step, message=message, raw=response.raw,
-                                     latency_ms=round(latency, 3), first_tool_call_at_ms=first_tool_at))
-            return message
+            answer = response.to_message()
+            self.emit(
+                ModelResponded(
+                    turn=request.step,
+                    step=step,
+                    message=answer,
+                    raw=response.raw,
+                    latency_ms=round(latency, 3),
+                    first_tool_call_at_ms=first_tool_at,
+                )
+            )
+            return answer
 
     async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
         first_tool_at: float | None = None
@@ -128,14 +174,22 @@ class Driver:
                 if first_tool_at is None:
                     first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
                 if live is not None:
-                    live(ModelDelta(turn=request.step, delta=event.arguments_delta or (event.name or ""), channel="tool_call"))
+                    live(
+                        ModelDelta(
+                            turn=request.step,
+                            delta=event.arguments_delta or (event.name or ""),
+                            channel="tool_call",
+                        )
+                    )
             elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
-                channel = "text" if isinstance(event, TextDelta) else "thinking"
-                live(ModelDelta(turn=request.step, delta=event.text, channel=channel))
+                if isinstance(event, TextDelta):
+                    live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
+                else:
+                    live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
         raise ModelError(f"model {self.model.name!r} ended its stream without a response")
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
             return max(0.0, retry_after_s)
-        ceiling = self.retry_base_s * 2 ** (attempt - 1)
+        ceiling = self.retry_base_s * 2.0 ** (attempt - 1)
         return ceiling / 2 + random.uniform(0, ceiling / 2)

@@ -12,6 +12,7 @@ from dataclasses import replace
 from ..messages import (
     AssistantMessage,
     Message,
+    Phase,
     StopReason,
     TextBlock,
     ToolErrorInfo,
@@ -35,7 +36,14 @@ from .state import RunState
 Step = tuple[RunState, list[Event]]
 
 GUARDS = frozenset(
-    {"max_steps", "token_budget", "wall_clock", "consecutive_errors", "loop_detected", "no_progress"}
+    {
+        "max_steps",
+        "token_budget",
+        "wall_clock",
+        "consecutive_errors",
+        "loop_detected",
+        "no_progress",
+    }
 )
 
 # How many recent hashes the state keeps: enough for any window, bounded so turns stay O(1).
@@ -47,7 +55,9 @@ def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: ob
     return replace(state, phase=target, **changes), events  # type: ignore[arg-type]
 
 
-def _append(state_messages: tuple[Message, ...], new: list[Message], events: list[Event]) -> tuple[Message, ...]:
+def _append(
+    state_messages: tuple[Message, ...], new: list[Message], events: list[Event]
+) -> tuple[Message, ...]:
     start = len(state_messages)
     events.extend(MessageAppended(index=start + i, message=m) for i, m in enumerate(new))
     return state_messages + tuple(new)
@@ -62,10 +72,12 @@ def observe(state: RunState) -> Step:
 
 def _with_phases(message: AssistantMessage) -> AssistantMessage:
     """Text beside tool calls is commentary; text of a message without calls is final."""
-    phase = "commentary" if message.tool_calls else "final"
+    phase: Phase = "commentary" if message.tool_calls else "final"
     if all(not isinstance(b, TextBlock) or b.phase == phase for b in message.content):
         return message
-    content = tuple(replace(b, phase=phase) if isinstance(b, TextBlock) else b for b in message.content)
+    content = tuple(
+        replace(b, phase=phase) if isinstance(b, TextBlock) else b for b in message.content
+    )
     return replace(message, content=content)
 
 
@@ -82,7 +94,9 @@ def think(state: RunState, response: AssistantMessage) -> Step:
         "response": message,
     }
     if not message.tool_calls:
-        return _move(state, "done", events, stop_reason="final_answer", output=message.text, **common)
+        return _move(
+            state, "done", events, stop_reason="final_answer", output=message.text, **common
+        )
     return _move(state, "act", events, **common)
 
 
@@ -102,15 +116,30 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
         call, message = outcome.call, outcome.message
         for attempt in outcome.attempts:
             if attempt.retry_in_ms is not None and attempt.error is not None:
-                events.append(ToolRetried(tool_call_id=call.id, name=call.name, attempt=attempt.number,
-                                          error_kind=attempt.error.kind, retry_in_ms=round(attempt.retry_in_ms, 3)))
-        events.append(ToolFinished(
-            tool_call_id=call.id, name=call.name, executed=outcome.executed, is_error=message.is_error,
-            error_kind=message.error.kind if message.error else None, error_class=outcome.error_class,
-            attempts=len(outcome.attempts), duration_ms=round(sum(a.duration_ms for a in outcome.attempts), 3),
-            idempotency_key=outcome.idempotency_key, result_bytes=outcome.result_bytes,
-            result_truncated=outcome.result_truncated,
-        ))
+                events.append(
+                    ToolRetried(
+                        tool_call_id=call.id,
+                        name=call.name,
+                        attempt=attempt.number,
+                        error_kind=attempt.error.kind,
+                        retry_in_ms=round(attempt.retry_in_ms, 3),
+                    )
+                )
+        events.append(
+            ToolFinished(
+                tool_call_id=call.id,
+                name=call.name,
+                executed=outcome.executed,
+                is_error=message.is_error,
+                error_kind=message.error.kind if message.error else None,
+                error_class=outcome.error_class,
+                attempts=len(outcome.attempts),
+                duration_ms=round(sum(a.duration_ms for a in outcome.attempts), 3),
+                idempotency_key=outcome.idempotency_key,
+                result_bytes=outcome.result_bytes,
+                result_truncated=outcome.result_truncated,
+            )
+        )
         consecutive = consecutive + 1 if message.is_error else 0
         act_hash = action_hash(call.name, call.arguments, call.raw)
         actions.append(act_hash)
@@ -120,11 +149,17 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
             events.append(SecurityAudit(tool_call_id=call.id, name=call.name, detail=detail))
             fatal = ("security", f"{call.name}: {detail}")
         elif outcome.error_class == "unrecoverable" and fatal is None:
-            fatal = ("tool_error", f"{call.name}: {message.error.message if message.error else 'failed'}")
+            fatal = (
+                "tool_error",
+                f"{call.name}: {message.error.message if message.error else 'failed'}",
+            )
     messages = _append(state.messages, [o.message for o in outcomes], events)
     changes = {
-        "messages": messages, "outcomes": outcomes, "consecutive_errors": consecutive,
-        "actions": tuple(actions[-_KEEP:]), "results": tuple(results[-_KEEP:]),
+        "messages": messages,
+        "outcomes": outcomes,
+        "consecutive_errors": consecutive,
+        "actions": tuple(actions[-_KEEP:]),
+        "results": tuple(results[-_KEEP:]),
     }
     if fatal is not None:
         stopped, more = finish(replace(state, **changes), *fatal)  # type: ignore[arg-type]
@@ -139,9 +174,13 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
     messages = state.messages
     if state.phase == "act" and state.response is not None:
         info = ToolErrorInfo(kind="cancelled", message=f"not run: {detail}", hint="")
-        content = json.dumps({"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False)
+        content = json.dumps(
+            {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
+        )
         fill: list[Message] = [
-            ToolResultMessage(tool_call_id=c.id, name=c.name, content=content, is_error=True, error=info)
+            ToolResultMessage(
+                tool_call_id=c.id, name=c.name, content=content, is_error=True, error=info
+            )
             for c in state.response.tool_calls
         ]
         messages = _append(messages, fill, events)
@@ -152,8 +191,13 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
 def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     """Check the guards: stop with the first that trips, else OBSERVE again."""
     verdict = check_guards(
-        limits=limits, steps=state.steps, total_tokens=state.usage.total_tokens, elapsed_s=elapsed_s,
-        consecutive_errors=state.consecutive_errors, actions=state.actions, outcomes=state.results,
+        limits=limits,
+        steps=state.steps,
+        total_tokens=state.usage.total_tokens,
+        elapsed_s=elapsed_s,
+        consecutive_errors=state.consecutive_errors,
+        actions=state.actions,
+        outcomes=state.results,
     )
     if verdict is not None:
         return finish(state, *verdict)

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
-from ._model import AssistantMessage, Message, ToolResultMessage, UserMessage
+from ._model import Message
 
 _MESSAGE = TypeAdapter[Message](Annotated[Message, Field(discriminator="role")])
 _MESSAGES = TypeAdapter[list[Message]](list[Annotated[Message, Field(discriminator="role")]])
@@ -30,5 +30,3 @@ def messages_to_list(messages: list[Message] | tuple[Message, ...]) -> list[dict
 
 def messages_from_list(data: list[dict[str, Any]]) -> list[Message]:
     return _MESSAGES.validate_python(data)
-
-

@@ -34,7 +34,9 @@ def load_responses(path: str | Path) -> dict[int, ModelResponse]:
             continue
         message = message_from_dict(event["message"])
         if not isinstance(message, AssistantMessage):
-            raise UserError(f"trace {p} line {number}: a model response must be an assistant message")
+            raise UserError(
+                f"trace {p} line {number}: a model response must be an assistant message"
+            )
         responses[int(event["turn"])] = ModelResponse(
             content=message.content,
             finish_reason=message.finish_reason,

@@ -69,7 +69,9 @@ def step_response(step: ScriptStep, index: int, model: str) -> ModelResponse:
     if step.thinking:
         content.append(ThinkingBlock(text=step.thinking))
     if step.text:
-        content.append(TextBlock(text=step.text, phase="commentary" if step.tool_calls else "final"))
+        content.append(
+            TextBlock(text=step.text, phase="commentary" if step.tool_calls else "final")
+        )
     for i, call in enumerate(step.tool_calls):
         if isinstance(call.arguments, str):
             raw = call.arguments
@@ -104,9 +106,13 @@ class ScriptedModel:
         name: the model name recorded in traces.
     """
 
-    def __init__(self, steps: Sequence[ScriptStep | dict[str, Any]], *, name: str = "scripted") -> None:
+    def __init__(
+        self, steps: Sequence[ScriptStep | dict[str, Any]], *, name: str = "scripted"
+    ) -> None:
         try:
-            self.steps = [s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps]
+            self.steps = [
+                s if isinstance(s, ScriptStep) else ScriptStep.model_validate(s) for s in steps
+            ]
         except ValidationError as exc:
             raise UserError(f"bad script step:\n{exc}") from exc
         self.name = name
@@ -120,9 +126,7 @@ class ScriptedModel:
         self.requests.append(request)
         index = request.step
         if index >= len(self.steps):
-            raise ModelError(
-                f"script has {len(self.steps)} steps; step {index + 1} was asked for"
-            )
+            raise ModelError(f"script has {len(self.steps)} steps; step {index + 1} was asked for")
         step = self.steps[index]
         if step.delay_ms:
             await asyncio.sleep(step.delay_ms / 1000)

@@ -18,7 +18,7 @@ from .events import (
     event_to_dict,
 )
 from .metrics import compute_metrics
-from .trace import TRACE_DIR_ENV, TraceWriter, default_trace_dir, read_trace
+from .trace import TRACE_DIR_ENV, Recorder, TraceWriter, default_trace_dir, read_trace
 
 __all__ = [
     "TRACE_DIR_ENV",
@@ -30,6 +30,7 @@ __all__ = [
     "ModelFailed",
     "ModelRequested",
     "ModelResponded",
+    "Recorder",
     "RunFinished",
     "RunStarted",
     "SecurityAudit",

@@ -178,5 +178,7 @@ def _jsonable(value: Any) -> Any:
 def event_to_dict(event: Event) -> dict[str, Any]:
     """An event as JSON-ready data, `kind` first."""
     data = {"kind": event.kind}
-    data.update({f.name: _jsonable(getattr(event, f.name)) for f in fields(event) if f.name != "kind"})
+    data.update(
+        {f.name: _jsonable(getattr(event, f.name)) for f in fields(event) if f.name != "kind"}
+    )
     return data

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -59,3 +60,29 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
         except ValueError as exc:
             raise ValueError(f"{path}: line {number} is not JSON: {exc}") from exc
     return events
+
+
+class Recorder:
+    """Where a run's events go: kept in memory, written to the trace, sent to a listener."""
+
+    def __init__(
+        self, trace_dir: Path | None, run_id: str, listener: Callable[[Event], None] | None = None
+    ) -> None:
+        self.events: list[Event] = []
+        self.writer = TraceWriter(trace_dir, run_id) if trace_dir is not None else None
+        self.listener = listener
+
+    @property
+    def path(self) -> str | None:
+        return str(self.writer.path) if self.writer is not None else None
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        if self.writer is not None:
+            self.writer.write(event)
+        if self.listener is not None:
+            self.listener(event)
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()

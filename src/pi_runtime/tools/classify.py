@@ -48,12 +48,16 @@ def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
             cls = "transient"
         else:
             cls = "semantic"
-        return cls, ToolErrorInfo(kind=exc.kind, message=exc.message, hint=exc.hint or hint_for(exc.kind))
+        return cls, ToolErrorInfo(
+            kind=exc.kind, message=exc.message, hint=exc.hint or hint_for(exc.kind)
+        )
     message = str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
         return "transient", ToolErrorInfo(kind="timeout", message=message, hint=hint_for("timeout"))
     if isinstance(exc, ConnectionError):
-        return "transient", ToolErrorInfo(kind="transient", message=message, hint=hint_for("transient"))
+        return "transient", ToolErrorInfo(
+            kind="transient", message=message, hint=hint_for("transient")
+        )
     if isinstance(exc, PermissionError):
         return "semantic", ToolErrorInfo(
             kind="permission_denied", message=message, hint=hint_for("permission_denied")
@@ -61,7 +65,9 @@ def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
     if isinstance(exc, LookupError | FileNotFoundError):
         if isinstance(exc, KeyError) and exc.args:
             message = f"not found: {exc.args[0]!r}"
-        return "semantic", ToolErrorInfo(kind="not_found", message=message, hint=hint_for("not_found"))
+        return "semantic", ToolErrorInfo(
+            kind="not_found", message=message, hint=hint_for("not_found")
+        )
     if isinstance(exc, ValueError | TypeError):
         return "semantic", ToolErrorInfo(
             kind="invalid_arguments", message=message, hint=hint_for("invalid_arguments")

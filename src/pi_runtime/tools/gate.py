@@ -98,9 +98,7 @@ class Gate:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self._rng = rng or random.Random()
-        self._validators = {
-            t.name: Draft202012Validator(t.parameters) for t in tools
-        }
+        self._validators = {t.name: Draft202012Validator(t.parameters) for t in tools}
 
     @property
     def offered(self) -> list[ToolSpec]:
@@ -117,9 +115,19 @@ class Gate:
         spec = self.tools.get(call.name)
         if spec is None:
             names = ", ".join(sorted(self.allowed)) or "(none)"
-            return self._refuse(call, "unknown_tool", f"There is no tool named {call.name!r}. Available tools: {names}.", "Call one of the available tools by its exact name.")
+            return self._refuse(
+                call,
+                "unknown_tool",
+                f"There is no tool named {call.name!r}. Available tools: {names}.",
+                "Call one of the available tools by its exact name.",
+            )
         if call.name not in self.allowed:
-            return self._refuse(call, "permission_denied", f"Tool {call.name!r} is not allowed for this agent.", hint_for("permission_denied"))
+            return self._refuse(
+                call,
+                "permission_denied",
+                f"Tool {call.name!r} is not allowed for this agent.",
+                hint_for("permission_denied"),
+            )
         if call.truncated:
             return self._refuse(
                 call,
@@ -139,25 +147,51 @@ class Gate:
         if arguments is None:
             arguments, problem = _parse_object(call.raw)
             if arguments is None:
-                return self._refuse(call, "invalid_arguments", problem, "Send the arguments as one JSON object matching the schema.")
-        errors = sorted(self._validators[spec.name].iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+                return self._refuse(
+                    call,
+                    "invalid_arguments",
+                    problem,
+                    "Send the arguments as one JSON object matching the schema.",
+                )
+        errors = sorted(
+            self._validators[spec.name].iter_errors(arguments),
+            key=lambda e: list(map(str, e.absolute_path)),
+        )
         if errors:
-            lines = [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors[:MAX_REPORTED_SCHEMA_ERRORS]]
+            lines = [
+                f"{_json_path(e.absolute_path)}: {e.message}"
+                for e in errors[:MAX_REPORTED_SCHEMA_ERRORS]
+            ]
             more = len(errors) - len(lines)
             if more:
                 lines.append(f"… and {more} more")
-            return self._refuse(call, "invalid_arguments", "Arguments do not match the schema: " + "; ".join(lines), hint_for("invalid_arguments"))
+            return self._refuse(
+                call,
+                "invalid_arguments",
+                "Arguments do not match the schema: " + "; ".join(lines),
+                hint_for("invalid_arguments"),
+            )
         try:
             kwargs = spec.validate_python(arguments)
         except ValidationError as exc:
-            detail = "; ".join(f"{_json_path(e['loc'])}: {e['msg']}" for e in exc.errors()[:MAX_REPORTED_SCHEMA_ERRORS])
-            return self._refuse(call, "invalid_arguments", "Arguments were rejected: " + detail, hint_for("invalid_arguments"))
+            detail = "; ".join(
+                f"{_json_path(e['loc'])}: {e['msg']}"
+                for e in exc.errors()[:MAX_REPORTED_SCHEMA_ERRORS]
+            )
+            return self._refuse(
+                call,
+                "invalid_arguments",
+                "Arguments were rejected: " + detail,
+                hint_for("invalid_arguments"),
+            )
         key = None if spec.idempotent else idempotency_key(self.session_id, call.id)
         if spec.takes_idempotency_key:
             kwargs[IDEMPOTENCY_PARAM] = key
         return await self._execute(spec, call, kwargs, key)
 
-    async def _execute(self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], key: str | None) -> ToolOutcome:
+    async def _execute(
+        self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], key: str | None
+    ) -> ToolOutcome:
         attempts: list[Attempt] = []
         number = 0
         while True:
@@ -167,41 +201,78 @@ class Gate:
                 value = await _invoke(spec, kwargs)
             except Exception as exc:
                 elapsed = (time.perf_counter() - started) * 1000
-                if isinstance(exc, TimeoutError) and spec.timeout_s is not None and elapsed >= spec.timeout_s * 1000 * 0.99:
+                if (
+                    isinstance(exc, TimeoutError)
+                    and spec.timeout_s is not None
+                    and elapsed >= spec.timeout_s * 1000 * 0.99
+                ):
                     exc = TimeoutError(f"{call.name!r} did not finish within {spec.timeout_s:g}s")
                 cls, info = classify(exc)
                 retry = cls == "transient" and number <= spec.retries
                 delay = self._backoff(number) if retry else None
-                attempts.append(Attempt(number=number, duration_ms=elapsed, error_class=cls, error=info, retry_in_ms=None if delay is None else delay * 1000))
+                attempts.append(
+                    Attempt(
+                        number=number,
+                        duration_ms=elapsed,
+                        error_class=cls,
+                        error=info,
+                        retry_in_ms=None if delay is None else delay * 1000,
+                    )
+                )
                 if retry and delay is not None:
                     await asyncio.sleep(delay)
                     continue
                 message = ToolResultMessage(
-                    tool_call_id=call.id, name=call.name, content=_error_text(info), is_error=True, error=info
+                    tool_call_id=call.id,
+                    name=call.name,
+                    content=_error_text(info),
+                    is_error=True,
+                    error=info,
                 )
-                return ToolOutcome(call=call, message=message, error_class=cls, executed=True, attempts=tuple(attempts), idempotency_key=key)
+                return ToolOutcome(
+                    call=call,
+                    message=message,
+                    error_class=cls,
+                    executed=True,
+                    attempts=tuple(attempts),
+                    idempotency_key=key,
+                )
             elapsed = (time.perf_counter() - started) * 1000
             attempts.append(Attempt(number=number, duration_ms=elapsed))
             text, total, cut = truncate_result(encode_result(value), spec.max_result_bytes)
             message = ToolResultMessage(tool_call_id=call.id, name=call.name, content=text)
             return ToolOutcome(
-                call=call, message=message, error_class=None, executed=True, attempts=tuple(attempts),
-                idempotency_key=key, result_bytes=total, result_truncated=cut,
+                call=call,
+                message=message,
+                error_class=None,
+                executed=True,
+                attempts=tuple(attempts),
+                idempotency_key=key,
+                result_bytes=total,
+                result_truncated=cut,
             )
 
     def _backoff(self, attempt: int) -> float:
         """Exponential backoff with jitter: half fixed, half random ("equal jitter")."""
-        ceiling = min(self.retry_max_s, self.retry_base_s * 2 ** (attempt - 1))
+        ceiling = min(self.retry_max_s, self.retry_base_s * 2.0 ** (attempt - 1))
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
     def _refuse(self, call: ToolCall, kind: str, message: str, hint: str) -> ToolOutcome:
         info = ToolErrorInfo(kind=kind, message=message, hint=hint)
-        result = ToolResultMessage(tool_call_id=call.id, name=call.name, content=_error_text(info), is_error=True, error=info)
+        result = ToolResultMessage(
+            tool_call_id=call.id,
+            name=call.name,
+            content=_error_text(info),
+            is_error=True,
+            error=info,
+        )
         return ToolOutcome(call=call, message=result, error_class="semantic", executed=False)
 
 
 def _error_text(info: ToolErrorInfo) -> str:
-    return json.dumps({"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False)
+    return json.dumps(
+        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
+    )
 
 
 def _parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
@@ -215,10 +286,8 @@ def _parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
 
 
 async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
-    if spec.is_async:
-        work = spec.function(**kwargs)
-    else:
-        work = asyncio.to_thread(spec.function, **kwargs)
+    # Sync tools run in a worker thread so a slow one cannot stall the event loop.
+    work = spec.function(**kwargs) if spec.is_async else asyncio.to_thread(spec.function, **kwargs)
     if spec.timeout_s is None:
         return await work
     return await asyncio.wait_for(work, spec.timeout_s)

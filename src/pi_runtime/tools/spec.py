@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from ..exceptions import UserError
 from ..models import ToolDefinition
@@ -144,7 +144,9 @@ def _build(
     takes_key = False
     for param in inspect.signature(function).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise UserError(f"tool {tool_name!r}: *args and **kwargs cannot be described to a model")
+            raise UserError(
+                f"tool {tool_name!r}: *args and **kwargs cannot be described to a model"
+            )
         if param.name == IDEMPOTENCY_PARAM:
             takes_key = True
             continue
@@ -156,7 +158,7 @@ def _build(
             Field(default, description=arg_docs.get(param.name) or None),
         )
     try:
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
         )
         schema = _strictify(model.model_json_schema())
@@ -228,6 +230,3 @@ def tool(
         return _build(fn, **options)  # type: ignore[arg-type]
 
     return decorate
-
-
-
