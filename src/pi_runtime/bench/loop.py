@@ -1,6 +1,6 @@
 """`pi bench loop`: runtime overhead per turn, Pi against its peers on the same workload.
 
-Workload: one trivial tool `noop(i) -> i`; the model calls it on turns 1..T-1 and answers
+Workload: one trivial async tool `noop(i) -> i`; the model calls it on turns 1..T-1 and answers
 on turn T; the model does no work. Per-turn overhead = wall time of the run / T.
 """
 
@@ -22,8 +22,9 @@ DEFAULT_TURNS = (50, 200, 1000)
 
 
 @tool
-def noop(i: int) -> int:
+async def noop(i: int) -> int:
     """Return i."""
+    # async like the peers' noop: all three then skip the worker-thread hop for sync tools
     return i
 
 

@@ -19,8 +19,10 @@ def load_tools(spec: str) -> list[ToolSpec]:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise UserError(f"--tools {spec}: cannot import {module_name!r}: {exc}") from exc
+    except Exception as exc:  # ImportError, SyntaxError, or the module raising at import
+        raise UserError(
+            f"--tools {spec}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
+        ) from exc
     try:
         value = getattr(module, attr)
     except AttributeError:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 
 from ..exceptions import UserError
-from ..loop import Agent, RunResult
+from ..loop import Agent, RunResult, run_blocking
 from .loading import load_tools
 from .progress import render_progress
 
@@ -73,10 +74,12 @@ def run_command(
         err.print(f"[red]error:[/] {exc}", highlight=False)
         raise typer.Exit(2) from None
     if as_json:
-        result = agent.run_sync(prompt, session_id=session, next_tool_choice=tool_choice)
+        # stdout must hold the RunResult alone: whatever tools print goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            result = agent.run_sync(prompt, session_id=session, next_tool_choice=tool_choice)
         typer.echo(result.to_json())
     else:
-        result = asyncio.run(_run_with_progress(agent, prompt, session, tool_choice, err))
+        result = run_blocking(_run_with_progress(agent, prompt, session, tool_choice, err))
         if result.output is not None:
             typer.echo(result.output)
         elif result.error:

@@ -1,5 +1,6 @@
 """The loop: the state machine, its guards, the driver and `Agent`."""
 
+from ._sync import run_blocking
 from .agent import Agent, RunStream
 from .canonical import action_hash, canonical_json
 from .guards import Limits, detect_loop, detect_no_progress
@@ -16,4 +17,5 @@ __all__ = [
     "canonical_json",
     "detect_loop",
     "detect_no_progress",
+    "run_blocking",
 ]

@@ -22,6 +22,7 @@ from ..observe import (
     default_trace_dir,
 )
 from ..tools import Gate, ToolSpec
+from ._sync import run_blocking
 from .guards import Limits
 from .result import RunResult, status_of
 from .runner import Driver
@@ -180,7 +181,7 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.run(prompt, **kwargs))  # type: ignore[arg-type]
+            return run_blocking(self.run(prompt, **kwargs))  # type: ignore[arg-type]
         raise UserError(
             "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
         )

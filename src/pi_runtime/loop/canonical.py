@@ -33,8 +33,8 @@ def canonical_json(value: Any) -> str:
 def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:
     """Hash of a tool call. Unparseable arguments hash by their text without whitespace."""
     body = canonical_json(arguments) if arguments is not None else "".join(raw.split())
-    return hashlib.sha256(f"{name}\x1f{body}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{name}\x1f{body}".encode(errors="surrogatepass")).hexdigest()[:24]
 
 
 def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:24]

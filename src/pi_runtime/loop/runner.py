@@ -115,7 +115,11 @@ class Driver:
             attempt += 1
             began = time.perf_counter()
             try:
-                response, first_tool_at = await self._stream(request)
+                try:
+                    response, first_tool_at = await self._stream(request)
+                except TimeoutError as exc:
+                    # the adapter's own timeout (the run's clock arrives as a cancellation)
+                    raise ModelError(f"model call timed out: {exc}", transient=True) from exc
             except ModelError as exc:
                 retry = exc.transient and attempt <= self.model_retries
                 delay = self._delay(attempt, exc.retry_after_s) if retry else None
@@ -133,7 +137,7 @@ class Driver:
                     return exc.message
                 await asyncio.sleep(delay)
                 continue
-            except (TimeoutError, asyncio.CancelledError):
+            except asyncio.CancelledError:
                 raise
             except Exception as exc:  # an adapter bug must still end the run well-formed
                 message = f"{type(exc).__name__}: {exc}"

@@ -1,6 +1,7 @@
 """The neutral message model: user, assistant and tool-result messages, blocks, usage."""
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
+from ._json import MAX_ARGUMENT_DEPTH, parse_object
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -20,6 +21,7 @@ from ._model import (
 )
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "STOP_STATUS",
     "AssistantMessage",
     "Block",
@@ -39,4 +41,5 @@ __all__ = [
     "message_to_dict",
     "messages_from_list",
     "messages_to_list",
+    "parse_object",
 ]

@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ..messages import TextBlock, ThinkingBlock, ToolCall
+from ..messages import TextBlock, ThinkingBlock, ToolCall, parse_object
 from .base import ModelResponse, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The JSON object in `raw`, or None when it is not one (the gate reports why)."""
-    try:
-        value = json.loads(raw)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
+    return parse_object(raw)[0]
 
 
 async def stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:

@@ -21,7 +21,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage
+from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, parse_object
 from .classify import ErrorClass, classify, hint_for
 from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, ToolSpec
@@ -143,16 +143,15 @@ class Gate:
                 f"Arguments are {size} bytes; {call.name!r} accepts at most {spec.max_arg_bytes}.",
                 "Send less data: pass a reference or an identifier instead of the content.",
             )
-        arguments = call.arguments
+        # The raw text is the truth: parse it here, whatever an adapter pre-parsed.
+        arguments, problem = parse_object(call.raw)
         if arguments is None:
-            arguments, problem = _parse_object(call.raw)
-            if arguments is None:
-                return self._refuse(
-                    call,
-                    "invalid_arguments",
-                    problem,
-                    "Send the arguments as one JSON object matching the schema.",
-                )
+            return self._refuse(
+                call,
+                "invalid_arguments",
+                problem,
+                "Send the arguments as one JSON object matching the schema.",
+            )
         errors = sorted(
             self._validators[spec.name].iter_errors(arguments),
             key=lambda e: list(map(str, e.absolute_path)),
@@ -198,7 +197,8 @@ class Gate:
             number += 1
             started = time.perf_counter()
             try:
-                value = await _invoke(spec, kwargs)
+                # encoding is inside: a result that cannot be encoded is the tool's failure
+                text = encode_result(await _invoke(spec, kwargs))
             except Exception as exc:
                 elapsed = (time.perf_counter() - started) * 1000
                 if (
@@ -239,7 +239,7 @@ class Gate:
                 )
             elapsed = (time.perf_counter() - started) * 1000
             attempts.append(Attempt(number=number, duration_ms=elapsed))
-            text, total, cut = truncate_result(encode_result(value), spec.max_result_bytes)
+            text, total, cut = truncate_result(text, spec.max_result_bytes)
             message = ToolResultMessage(tool_call_id=call.id, name=call.name, content=text)
             return ToolOutcome(
                 call=call,
@@ -273,16 +273,6 @@ def _error_text(info: ToolErrorInfo) -> str:
     return json.dumps(
         {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
     )
-
-
-def _parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
-    try:
-        value = json.loads(raw)
-    except ValueError as exc:
-        return None, f"Arguments are not valid JSON: {exc}."
-    if not isinstance(value, dict):
-        return None, f"Arguments must be a JSON object, got {type(value).__name__}."
-    return value, ""
 
 
 async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:

@@ -13,10 +13,17 @@ TRUNCATION_MARKER = "\n…[truncated: showing the first {shown} of {total} bytes
 def encode_result(value: Any) -> str:
     """A tool's return value as text: strings verbatim, anything else as compact JSON."""
     if isinstance(value, str):
-        return value
-    if isinstance(value, BaseModel):
-        return value.model_dump_json()
-    return pydantic_core.to_json(value, fallback=str).decode()
+        text = value
+    elif isinstance(value, BaseModel):
+        text = value.model_dump_json()
+    else:
+        text = pydantic_core.to_json(value, fallback=str).decode()
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        # lone surrogates cannot be written anywhere; keep them visible as escapes
+        text = text.encode("utf-8", "backslashreplace").decode()
+    return text
 
 
 def truncate_result(text: str, max_bytes: int) -> tuple[str, int, bool]:

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from ..exceptions import UserError
 from ..models import ToolDefinition
 
+MIN_RESULT_BYTES = 100
+
 IDEMPOTENCY_PARAM = "idempotency_key"
 """A tool parameter of this name is filled by the runtime, never by the model."""
 
@@ -131,8 +133,13 @@ def _build(
     tool_name = name or function.__name__
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}", tool_name):
         raise UserError(f"tool name {tool_name!r} must be 1-64 letters, digits, _ . or -")
-    if max_arg_bytes <= 0 or max_result_bytes <= 0 or retries < 0:
-        raise UserError(f"tool {tool_name!r}: sizes must be positive and retries >= 0")
+    if max_arg_bytes <= 0 or retries < 0:
+        raise UserError(f"tool {tool_name!r}: max_arg_bytes must be positive and retries >= 0")
+    if max_result_bytes < MIN_RESULT_BYTES:
+        raise UserError(
+            f"tool {tool_name!r}: max_result_bytes must be at least {MIN_RESULT_BYTES} "
+            "(room for some content and the truncation marker)"
+        )
     if timeout_s is not None and timeout_s <= 0:
         raise UserError(f"tool {tool_name!r}: timeout_s must be positive or None")
     summary, arg_docs = _parse_docstring(function.__doc__)
@@ -143,6 +150,11 @@ def _build(
     fields: dict[str, Any] = {}
     takes_key = False
     for param in inspect.signature(function).parameters.values():
+        if param.kind is param.POSITIONAL_ONLY:
+            raise UserError(
+                f"tool {tool_name!r}: parameter {param.name!r} is positional-only; "
+                "the runtime passes arguments by name"
+            )
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise UserError(
                 f"tool {tool_name!r}: *args and **kwargs cannot be described to a model"

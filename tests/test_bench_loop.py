@@ -1,0 +1,141 @@
+"""`pi bench loop`: the JSON contract, the files it writes, and the peers' shared workload.
+
+Benchmarks are programs: these tests check what they print and write, never their timings.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_runtime.bench import peers
+
+PI = Path(sys.executable).parent / "pi"
+TURNS = (3, 5)
+ALL_SYSTEMS = ("pi", "pydantic-ai", "openai-agents")
+HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
+
+
+def pi_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(PI), "bench", "loop", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        timeout=300,
+        check=False,
+    )
+
+
+def bench_json(out: Path, *extra: str) -> dict[str, Any]:
+    """Run the bench with `--json`; stdout must be exactly one JSON object."""
+    turns = ",".join(str(t) for t in TURNS)
+    proc = pi_bench(
+        "--turns", turns, "--repeat", "1", "--json", "--out", str(out), *extra, cwd=out.parent
+    )
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+@pytest.fixture(scope="module")
+def with_peers(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("bench") / "results"
+    return bench_json(out), out
+
+
+def test_bench_loop_json_has_the_contract_rows(with_peers: tuple[dict[str, Any], Path]) -> None:
+    data, _ = with_peers
+
+    assert data["bench"] == "loop"
+    assert data["rows"]
+    for row in data["rows"]:
+        assert {"system", "turns", "per_turn_us"} <= row.keys()
+        assert row["system"] in ALL_SYSTEMS
+        assert row["turns"] in TURNS
+        assert isinstance(row["per_turn_us"], int | float)
+        assert row["per_turn_us"] > 0
+
+
+def test_installed_peers_are_measured_on_every_turn_count(
+    with_peers: tuple[dict[str, Any], Path],
+) -> None:
+    data, _ = with_peers
+
+    points = sorted((r["system"], r["turns"]) for r in data["rows"])
+    assert points == sorted((s, t) for s in ALL_SYSTEMS for t in TURNS)
+    assert data.get("unavailable", {}) == {}
+
+
+def test_bench_loop_writes_csv_json_and_png(with_peers: tuple[dict[str, Any], Path]) -> None:
+    data, out = with_peers
+
+    written = json.loads((out / "loop.json").read_text(encoding="utf-8"))
+    assert written["bench"] == "loop"
+    assert written["rows"] == data["rows"]
+    with (out / "loop.csv").open(newline="", encoding="utf-8") as handle:
+        csv_rows = list(csv.DictReader(handle))
+    assert [(r["system"], int(r["turns"])) for r in csv_rows] == [
+        (r["system"], r["turns"]) for r in data["rows"]
+    ]
+    assert all(float(r["per_turn_us"]) > 0 for r in csv_rows)
+    assert (out / "loop.png").is_file() == HAS_MATPLOTLIB
+    if HAS_MATPLOTLIB:
+        assert (out / "loop.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_no_peers_measures_pi_only(tmp_path: Path) -> None:
+    data = bench_json(tmp_path / "results", "--no-peers")
+
+    assert data["bench"] == "loop"
+    assert {r["system"] for r in data["rows"]} == {"pi"}
+    assert sorted(r["turns"] for r in data["rows"]) == list(TURNS)
+    assert (tmp_path / "results" / "loop.csv").is_file()
+
+
+@pytest.mark.parametrize("turns", ["1", "a,b", "3,,5", "5,-2", ""])
+def test_bad_turns_exits_2_before_measuring(tmp_path: Path, turns: str) -> None:
+    out = tmp_path / "results"
+    proc = pi_bench("--turns", turns, "--json", "--no-peers", "--out", str(out), cwd=tmp_path)
+
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "--turns" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("system", peers.PEERS)
+def test_peer_workload_calls_the_tool_on_all_but_the_last_turn(system: str) -> None:
+    assert peers.peer_available(system) is None
+
+    per_turn_us = peers.run_peer(system, 4)
+
+    assert per_turn_us > 0
+    assert hasattr(peers, "LAST_TOOL_CALLS")
+    assert peers.LAST_TOOL_CALLS == 3
+
+
+def test_peers_are_the_contract_systems() -> None:
+    assert set(peers.PEERS) == set(ALL_SYSTEMS) - {"pi"}
+
+
+def test_unknown_peer_and_zero_turns_are_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown peer"):
+        peers.run_peer("langchain", 4)
+    with pytest.raises(ValueError, match="unknown peer"):
+        peers.peer_available("langchain")
+    with pytest.raises(ValueError, match="turns"):
+        peers.run_peer(peers.PEERS[0], 0)
