@@ -44,6 +44,7 @@ class Driver:
     live: Emit | None = None
     model_retries: int = 2
     retry_base_s: float = 0.5
+    max_retry_after_s: float = 60.0
     state: RunState
     started: float = 0.0
 
@@ -123,18 +124,23 @@ class Driver:
             except ModelError as exc:
                 retry = exc.transient and attempt <= self.model_retries
                 delay = self._delay(attempt, exc.retry_after_s) if retry else None
+                message = exc.message
+                if delay is not None and delay > self.max_retry_after_s:
+                    # waiting that long would only spend the run's clock: fail now, say why
+                    message = f"{message} (the provider asked to wait {delay:g}s; the limit is {self.max_retry_after_s:g}s)"
+                    delay = None
                 self.emit(
                     ModelFailed(
                         turn=request.step,
                         step=step,
-                        message=exc.message,
+                        message=message,
                         transient=exc.transient,
                         attempt=attempt,
                         retry_in_ms=None if delay is None else round(delay * 1000, 3),
                     )
                 )
                 if delay is None:
-                    return exc.message
+                    return message
                 await asyncio.sleep(delay)
                 continue
             except asyncio.CancelledError:

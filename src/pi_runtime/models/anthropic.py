@@ -1,0 +1,245 @@
+"""`AnthropicModel`: Claude through the official `anthropic` SDK (Messages API, streamed).
+
+- Tool choice: `auto` → auto, `required` → any, a tool name → tool, `none` → none.
+- `stop_reason == "max_tokens"` → finish `length`, and every tool call of that message is
+  `truncated` (the gate refuses it).
+- Thinking blocks keep their signature (redacted ones their opaque data) and go back
+  verbatim, so tool use with extended thinking works across turns.
+- Prompt caching: breakpoints on the last tool, the system prompt and the newest message,
+  so each step of a run reads the previous step's prefix from the cache.
+- With a thinking *budget* the API refuses a forced tool choice (`required` or a tool
+  name) with a clear 400, which ends the run as `model_error`; `"adaptive"` accepts it.
+- Failures become `ModelError` (see `errors.py`); the SDK's own retries are off so that
+  the run's retries are the only ones, and each is in the trace.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from ..exceptions import ModelError, UserError
+from ..messages import (
+    Block,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+)
+from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
+from ._canned import parse_arguments
+from .base import (
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    StreamEvent,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    complete_from_stream,
+)
+from .errors import API_KEY_VARIABLES, classify_provider_error
+
+__all__ = ["REDACTED_THINKING_PREFIX", "AnthropicModel", "anthropic_body"]
+
+DEFAULT_MAX_TOKENS = 4096
+_EXTRA_BODY = ("temperature",)
+_LENGTH_STOPS = ("max_tokens", "model_context_window_exceeded")
+
+
+class AnthropicModel:
+    """Claude as a Pi model.
+
+    Args:
+        model: the model id, e.g. `claude-sonnet-4-6`.
+        api_key: the key; default `$ANTHROPIC_API_KEY`.
+        base_url: another endpoint speaking the Messages API (a proxy, a gateway).
+        thinking: a token budget (>= 1024) for extended thinking, `"adaptive"`, or None.
+        max_tokens: output limit when the request's settings give none.
+        cache: place prompt-cache breakpoints (tools, system, newest message).
+        timeout_s: per-request timeout.
+        http_client: an `httpx2.AsyncClient` for the SDK (tests pass a mock transport).
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        thinking: Thinking = None,
+        max_tokens: int | None = None,
+        cache: bool = True,
+        timeout_s: float = 600.0,
+        http_client: Any = None,
+    ) -> None:
+        if not model:
+            raise UserError("anthropic needs a model name: anthropic:MODEL")
+        budget = thinking if isinstance(thinking, int) and not isinstance(thinking, bool) else 0
+        if thinking not in (None, "adaptive") and budget < 1024:
+            raise UserError(
+                f"thinking must be 'adaptive' or a budget of at least 1024 tokens, got {thinking!r}"
+            )
+        sdk = _import_sdk()
+        variable = API_KEY_VARIABLES[PROVIDER]
+        key = api_key or os.environ.get(variable)
+        if not key:
+            raise UserError(
+                f"anthropic:{model} needs an API key: set {variable} "
+                "(create one at console.anthropic.com), or pick another --model"
+            )
+        self.model = model
+        self.name = f"{PROVIDER}:{model}"
+        self.thinking = thinking
+        self.max_tokens = max_tokens or (budget + DEFAULT_MAX_TOKENS)
+        self.cache = cache
+        self._client: Any = sdk.AsyncAnthropic(
+            api_key=key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=timeout_s,
+            http_client=http_client,
+        )
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        body = anthropic_body(
+            request,
+            model=self.model,
+            max_tokens=request.settings.max_tokens or self.max_tokens,
+            thinking=self.thinking,
+            cache=self.cache,
+        )
+        state = _StreamState()
+        try:
+            # sampling settings newer SDKs no longer list still reach the API, which decides
+            extra = {key: body.pop(key) for key in _EXTRA_BODY if key in body}
+            stream = await self._client.messages.create(**body, stream=True, extra_body=extra)
+            async with stream:
+                async for event in stream:
+                    for out in state.feed(event.to_dict(mode="json")):
+                        yield out
+        except Exception as exc:
+            raise classify_provider_error(exc, provider=PROVIDER) from exc
+        yield ResponseDone(response=state.response(self.model))
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        return await complete_from_stream(self, request)
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+class _StreamState:
+    """Folds Messages API stream events into deltas and, at the end, one response."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.partial_json: dict[int, list[str]] = {}
+        self.call_index: dict[int, int] = {}
+        self.stopped = False
+
+    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
+        kind = event.get("type")
+        if kind == "message_start":
+            self.message = {**event["message"], "content": []}
+        elif kind == "content_block_start":
+            index, block = event["index"], dict(event["content_block"])
+            self.blocks[index] = block
+            if block["type"] == "tool_use":
+                self.call_index[index] = len(self.call_index)
+                self.partial_json[index] = []
+                return [
+                    ToolCallDelta(index=self.call_index[index], id=block["id"], name=block["name"])
+                ]
+            if block["type"] == "text" and block.get("text"):
+                return [TextDelta(text=block["text"])]
+        elif kind == "content_block_delta":
+            return self._delta(event["index"], event["delta"])
+        elif kind == "message_delta":
+            delta = event.get("delta") or {}
+            self.message.update({k: v for k, v in delta.items() if v is not None})
+            usage = self.message.setdefault("usage", {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.stopped = True
+        return []
+
+    def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
+        block, kind = self.blocks[index], delta.get("type")
+        if kind == "text_delta":
+            block["text"] = block.get("text", "") + delta["text"]
+            return [TextDelta(text=delta["text"])]
+        if kind == "thinking_delta":
+            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            return [ThinkingDelta(text=delta["thinking"])]
+        if kind == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta["signature"]
+        elif kind == "input_json_delta" and delta.get("partial_json"):
+            self.partial_json[index].append(delta["partial_json"])
+            return [
+                ToolCallDelta(index=self.call_index[index], arguments_delta=delta["partial_json"])
+            ]
+        return []  # citations and deltas of newer block types stay in the raw payload only
+
+    def response(self, requested_model: str) -> ModelResponse:
+        if not self.stopped:
+            raise ModelError("anthropic's stream ended before message_stop", transient=True)
+        stop = self.message.get("stop_reason")
+        truncated = stop in _LENGTH_STOPS
+        has_calls = bool(self.call_index)
+        content: list[Block] = []
+        raw_blocks: list[dict[str, Any]] = []
+        for index in sorted(self.blocks):
+            block = self.blocks[index]
+            raw_blocks.append(block)
+            if block["type"] == "text" and block.get("text"):
+                phase: Literal["commentary", "final"] = "commentary" if has_calls else "final"
+                content.append(TextBlock(text=block["text"], phase=phase))
+            elif block["type"] == "thinking":
+                signature = block.get("signature") or None
+                content.append(ThinkingBlock(text=block.get("thinking", ""), signature=signature))
+            elif block["type"] == "redacted_thinking":
+                signature = REDACTED_THINKING_PREFIX + block.get("data", "")
+                content.append(ThinkingBlock(text="", signature=signature))
+            elif block["type"] == "tool_use":
+                raw = "".join(self.partial_json[index]) or json.dumps(block.get("input") or {})
+                arguments = parse_arguments(raw)
+                block["input"] = arguments if arguments is not None else raw
+                content.append(
+                    ToolCall(
+                        id=block["id"],
+                        name=block["name"],
+                        raw=raw,
+                        arguments=arguments,
+                        truncated=truncated,
+                    )
+                )
+        usage = self.message.get("usage") or {}
+        read = usage.get("cache_read_input_tokens") or 0
+        written = usage.get("cache_creation_input_tokens") or 0
+        model = self.message.get("model") or requested_model
+        return ModelResponse(
+            content=tuple(content),
+            finish_reason="length" if truncated else "tool_calls" if has_calls else "stop",
+            # input counts every prompt token (as OpenAI's does); cached = read from cache
+            usage=Usage(
+                input_tokens=(usage.get("input_tokens") or 0) + read + written,
+                output_tokens=usage.get("output_tokens") or 0,
+                cached_tokens=read,
+            ),
+            model=f"{PROVIDER}:{model}",
+            raw={**self.message, "content": raw_blocks},
+        )
+
+
+def _import_sdk() -> Any:
+    try:
+        return importlib.import_module("anthropic")
+    except ImportError as exc:
+        raise UserError(
+            "the anthropic provider needs the anthropic SDK: pip install anthropic"
+        ) from exc
