@@ -417,8 +417,15 @@ def test_each_model_request_can_be_rebuilt_from_the_trace(tmp_path: Path) -> Non
     messages = [line["message"] for line in lines if line["kind"] == "message"]
     requests = [line for line in lines if line["kind"] == "model_request"]
     assert len(requests) == len(model.requests) == 3
+    runtime = started["runtime"]
     for line, sent in zip(requests, model.requests, strict=True):
-        assert messages[: line["message_count"]] == messages_to_list(sent.messages)
+        # the request = the first message_count messages, the runtime block in front of
+        # the current user message, minus any dropped ranges (none at this size)
+        rebuilt = [dict(m) for m in messages[: line["message_count"]]]
+        anchor = line["context"]["anchor"]
+        rebuilt[anchor]["content"] = f"{runtime}\n\n{rebuilt[anchor]['content']}"
+        assert line["context"]["dropped"] == []
+        assert rebuilt == messages_to_list(sent.messages)
         assert line["tool_choice"] == sent.tool_choice
         assert line["tools"] == [d.name for d in sent.tools]
         assert started["system"] == sent.system

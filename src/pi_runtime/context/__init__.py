@@ -1,6 +1,37 @@
-"""Context: what the model reads each turn (system prompt, token counts)."""
+"""Context: what the model reads each turn — prompts, token counts, the layered builder."""
 
-from .prompt import OUTPUT_DISCIPLINE, render_system_prompt
+from .builder import (
+    Budget,
+    BuiltContext,
+    ContextBuilder,
+    Summariser,
+    message_text,
+    model_summariser,
+)
+from .prompt import (
+    OUTPUT_DISCIPLINE,
+    PromptParts,
+    render_system_prompt,
+    runtime_block,
+    tool_summary,
+)
+from .templates import PromptTemplate, load_template
 from .tokens import TokenizerUnavailable, count_tokens
 
-__all__ = ["OUTPUT_DISCIPLINE", "TokenizerUnavailable", "count_tokens", "render_system_prompt"]
+__all__ = [
+    "OUTPUT_DISCIPLINE",
+    "Budget",
+    "BuiltContext",
+    "ContextBuilder",
+    "PromptParts",
+    "PromptTemplate",
+    "Summariser",
+    "TokenizerUnavailable",
+    "count_tokens",
+    "load_template",
+    "message_text",
+    "model_summariser",
+    "render_system_prompt",
+    "runtime_block",
+    "tool_summary",
+]

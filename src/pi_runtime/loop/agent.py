@@ -8,8 +8,19 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
-from ..context import count_tokens, render_system_prompt
+from ..context import (
+    Budget,
+    ContextBuilder,
+    PromptParts,
+    PromptTemplate,
+    Summariser,
+    count_tokens,
+    model_summariser,
+    render_system_prompt,
+    runtime_block,
+)
 from ..exceptions import UserError
 from ..messages import Message, StopReason, UserMessage
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
@@ -36,8 +47,14 @@ class Agent:
         model: a `Model`, or a spec string (`scripted:PATH`, `replay:TRACE`, …).
         tools: the tools the agent knows.
         allow: names it may call (default: all of `tools`); others are `permission_denied`.
-        instructions: the role and task; output discipline rules are added unless
+        instructions: the role (a string) or all parts of the system prompt
+            (`PromptParts`); output discipline rules are added unless
             `output_discipline=False`.
+        prompt_template: the versioned template the system prompt is rendered from.
+        budget: the token budget of each request (`Budget`: context window, output
+            reserve, compression settings).
+        summariser: condenses dropped turns when their digest does not fit: a callable,
+            "model" to ask the agent's own model, or None to trim the digest instead.
         limits: the run's guards (`Limits`); keyword shortcuts below override fields.
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
@@ -50,8 +67,11 @@ class Agent:
         *,
         tools: Iterable[ToolSpec] = (),
         allow: Iterable[str] | None = None,
-        instructions: str | None = None,
+        instructions: str | PromptParts | None = None,
         output_discipline: bool = True,
+        prompt_template: PromptTemplate | None = None,
+        budget: Budget | None = None,
+        summariser: Summariser | Literal["model"] | None = None,
         limits: Limits | None = None,
         max_steps: int | None = None,
         token_budget: int | None = None,
@@ -87,7 +107,11 @@ class Agent:
             if v is not None
         }
         self.limits = Limits(**{**base.to_dict(), **overrides})
-        self.system = render_system_prompt(instructions, discipline=output_discipline)
+        self.system, self.template = render_system_prompt(
+            instructions, discipline=output_discipline, template=prompt_template
+        )
+        self.budget = budget or Budget()
+        self.summariser = model_summariser(self.model) if summariser == "model" else summariser
         self.settings = settings or ModelSettings()
         self.trace_dir: Path | None
         if trace_dir is False:
@@ -135,6 +159,7 @@ class Agent:
             self.tools, allow=self.allow, session_id=session, retry_base_s=self.retry_base_s
         )
         offered = tuple(s.definition for s in gate.offered)
+        runtime = runtime_block(offered, mode="tools" if offered else "chat")
         driver = Driver(
             model=self.model,
             gate=gate,
@@ -146,6 +171,8 @@ class Agent:
             live=live,
             model_retries=self.model_retries,
             retry_base_s=self.retry_base_s,
+            builder=ContextBuilder(self.budget, summariser=self.summariser),
+            runtime=runtime,
             state=RunState(
                 messages=tuple(history),
                 pending=(UserMessage(content=prompt),),
@@ -162,6 +189,8 @@ class Agent:
                 system=self.system,
                 tools=tuple(d.name for d in offered),
                 limits=self.limits.to_dict(),
+                prompt=self.template.ref,
+                runtime=runtime,
             )
         )
         ids = {"run_id": run_id, "session_id": session}

@@ -6,10 +6,12 @@ import asyncio
 import random
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
+from ..context import ContextBuilder, message_text
 from ..exceptions import ModelError
-from ..messages import AssistantMessage
+from ..messages import AssistantMessage, Usage
 from ..models import (
     Model,
     ModelRequest,
@@ -46,6 +48,8 @@ class Driver:
     retry_base_s: float = 0.5
     max_retry_after_s: float = 60.0
     state: RunState
+    builder: ContextBuilder = field(default_factory=ContextBuilder)
+    runtime: str = ""
     started: float = 0.0
 
     async def drive(self) -> RunState:
@@ -76,32 +80,45 @@ class Driver:
         if state.phase == "observe":
             return self._apply(t.observe(state))
         if state.phase == "think":
-            request = ModelRequest(
-                system=self.system,
-                messages=state.messages,
-                tools=self.tools,
-                tool_choice=state.next_tool_choice,
-                settings=self.settings,
-                turn=state.turns,
-            )
-            self.emit(
-                ModelRequested(
-                    turn=state.turns,
-                    step=state.steps + 1,
-                    message_count=len(state.messages),
-                    tool_choice=state.next_tool_choice,
-                    tools=tool_names,
-                )
-            )
-            response = await self._call_model(request, state.steps + 1)
-            if isinstance(response, str):
-                return self._apply(t.model_failed(state, response))
-            return self._apply(t.think(state, response))
+            return await self._think(state, tool_names)
         if state.phase == "act":
             assert state.response is not None
             outcomes = await self.gate.run_all(state.response.tool_calls)
             return self._apply(t.act(state, outcomes))
         return self._apply(t.reflect(state, self.limits, time.perf_counter() - self.started))
+
+    async def _think(self, state: RunState, tool_names: tuple[str, ...]) -> RunState:
+        built = await self.builder.build(
+            system=self.system,
+            tools=self.tools,
+            messages=state.messages,
+            anchor=state.anchor,
+            runtime=self.runtime,
+        )
+        request = ModelRequest(
+            system=self.system,
+            messages=built.messages,
+            tools=self.tools,
+            tool_choice=state.next_tool_choice,
+            settings=self.settings,
+            turn=state.turns,
+        )
+        self.emit(
+            ModelRequested(
+                turn=state.turns,
+                step=state.steps + 1,
+                message_count=len(state.messages),
+                tool_choice=state.next_tool_choice,
+                tools=tool_names,
+                input_tokens=built.total_tokens,
+                context=built.report(),
+                summary=built.summary,
+            )
+        )
+        response = await self._call_model(request, state.steps + 1, built.total_tokens)
+        if isinstance(response, str):
+            return self._apply(t.model_failed(state, response))
+        return self._apply(t.think(state, response))
 
     def _apply(self, step: t.Step) -> RunState:
         state, events = step
@@ -109,7 +126,9 @@ class Driver:
             self.emit(event)
         return state
 
-    async def _call_model(self, request: ModelRequest, step: int) -> AssistantMessage | str:
+    async def _call_model(
+        self, request: ModelRequest, step: int, counted_input: int
+    ) -> AssistantMessage | str:
         """The model's answer, or why there is none. Transient failures are retried."""
         attempt = 0
         while True:
@@ -159,6 +178,14 @@ class Driver:
                 return message
             latency = (time.perf_counter() - began) * 1000
             answer = response.to_message()
+            source: Literal["provider", "counted"] = "provider"
+            if answer.usage == Usage():
+                # no usage reported (scripted, some local servers): count it ourselves
+                output = self.builder.counter(message_text(answer)) if answer.content else 0
+                answer = replace(
+                    answer, usage=Usage(input_tokens=counted_input, output_tokens=output)
+                )
+                source = "counted"
             self.emit(
                 ModelResponded(
                     turn=request.step,
@@ -167,6 +194,7 @@ class Driver:
                     raw=response.raw,
                     latency_ms=round(latency, 3),
                     first_tool_call_at_ms=first_tool_at,
+                    usage_source=source,
                 )
             )
             return answer

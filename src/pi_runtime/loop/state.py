@@ -17,6 +17,7 @@ class RunState:
         phase: the phase to run next.
         messages: the conversation so far (history included).
         pending: inputs OBSERVE has yet to normalise into messages.
+        anchor: index of the current user message (-1: none, e.g. a continuation).
         steps: model calls made in this run.
         turns: assistant messages in the conversation (history included).
         next_tool_choice: tool choice for the next model call only.
@@ -29,6 +30,7 @@ class RunState:
     phase: LoopPhase = "observe"
     messages: tuple[Message, ...] = ()
     pending: tuple[Message, ...] = ()
+    anchor: int = -1
     steps: int = 0
     turns: int = 0
     usage: Usage = field(default_factory=Usage)

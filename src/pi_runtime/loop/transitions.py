@@ -17,6 +17,7 @@ from ..messages import (
     TextBlock,
     ToolErrorInfo,
     ToolResultMessage,
+    UserMessage,
 )
 from ..observe import (
     Event,
@@ -66,8 +67,12 @@ def _append(
 def observe(state: RunState) -> Step:
     """Normalise pending inputs into messages and go on to THINK."""
     events: list[Event] = []
+    anchor = state.anchor
+    for offset, message in enumerate(state.pending):
+        if isinstance(message, UserMessage):
+            anchor = len(state.messages) + offset
     messages = _append(state.messages, list(state.pending), events)
-    return _move(state, "think", events, messages=messages, pending=())
+    return _move(state, "think", events, messages=messages, pending=(), anchor=anchor)
 
 
 def _with_phases(message: AssistantMessage) -> AssistantMessage:

@@ -21,6 +21,10 @@ class RunStarted:
     system: str
     tools: tuple[str, ...]
     limits: dict[str, Any]
+    prompt: dict[str, Any] = field(default_factory=dict)
+    """The template the system prompt was rendered from: name, version, sha256."""
+    runtime: str = ""
+    """The runtime block placed in front of the current user message."""
     kind: Literal["run_started"] = "run_started"
 
 
@@ -52,6 +56,12 @@ class ModelRequested:
     message_count: int
     tool_choice: str
     tools: tuple[str, ...]
+    input_tokens: int = 0
+    """Tokens of the request as sent, counted by Pi (o200k_base)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """How the context was built: tokens per layer, compression steps, dropped/cut messages."""
+    summary: str | None = None
+    """The note that stood for dropped turns, when there was one."""
     kind: Literal["model_request"] = "model_request"
 
 
@@ -64,6 +74,7 @@ class ModelResponded:
     latency_ms: float
     first_tool_call_at_ms: float | None = None
     """When the first tool call of this response began streaming, in ms since run start."""
+    usage_source: Literal["provider", "counted"] = "provider"
     kind: Literal["model_response"] = "model_response"
 
 

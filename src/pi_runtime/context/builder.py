@@ -1,0 +1,335 @@
+"""The layered context builder: system / tools / context / user under one token budget.
+
+Only the context layer (earlier turns) is ever compressed; the system layer, the tool
+definitions and the current user message are sent whole. Compression runs only when the
+request would not fit, cheapest step first (seed 001 §6):
+
+1. `truncate_results` — old tool results longer than `max_result_tokens` keep their head,
+   their total size and a reference (`result:<tool_call_id>`) to the full text in the record;
+2. `window` — the oldest whole units (an assistant message with all its tool results, or a
+   user message) leave the request; a digest line per dropped tool call keeps its name, key
+   arguments and the head of its result;
+3. `summary` — if the digest itself does not fit, a summariser (a model call) condenses it,
+   once per dropped prefix; without one, the oldest digest lines go.
+
+Token counts are cached per message index, so building turn N counts only new messages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..messages import (
+    AssistantMessage,
+    Message,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
+from .tokens import count_tokens
+
+MESSAGE_OVERHEAD = 4
+"""Tokens a chat format spends around each message (role markers); o200k chat ≈ 3–4."""
+
+Summariser = Callable[[str], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """Token budget of one request.
+
+    Attributes:
+        context_window: input tokens the model accepts.
+        output_reserve: tokens kept free for the answer.
+        max_result_tokens: an old tool result longer than this is cut in step 1.
+        keep_recent: units (tool round-trips or user turns) never dropped or cut.
+        digest_tokens: room the digest of dropped turns may take before summarising.
+    """
+
+    context_window: int = 128_000
+    output_reserve: int = 4_096
+    max_result_tokens: int = 800
+    keep_recent: int = 2
+    digest_tokens: int = 1_000
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuiltContext:
+    """The messages to send and how they were made to fit."""
+
+    messages: tuple[Message, ...]
+    layers: dict[str, int]
+    anchor: int = -1
+    steps: tuple[str, ...] = ()
+    dropped: tuple[tuple[int, int], ...] = ()
+    truncated: tuple[int, ...] = ()
+    summary: str | None = None
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(self.layers.values())
+
+    def report(self) -> dict[str, Any]:
+        """What traces record about the build."""
+        return {
+            "anchor": self.anchor,
+            "tokens": self.layers,
+            "steps": list(self.steps),
+            "dropped": [list(r) for r in self.dropped],
+            "truncated": list(self.truncated),
+        }
+
+
+def message_text(message: Message) -> str:
+    """The text of a message as a model reads it, for counting."""
+    if isinstance(message, AssistantMessage):
+        parts = []
+        for block in message.content:
+            if isinstance(block, TextBlock | ThinkingBlock):
+                parts.append(block.text)
+            elif isinstance(block, ToolCall):
+                parts.append(f"{block.name} {block.raw}")
+        return "\n".join(parts)
+    return message.content
+
+
+def _units(messages: Sequence[Message], start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end) split into units: an assistant message with its tool results, or one message."""
+    units: list[tuple[int, int]] = []
+    i = start
+    while i < end:
+        j = i + 1
+        if isinstance(messages[i], AssistantMessage):
+            while j < end and isinstance(messages[j], ToolResultMessage):
+                j += 1
+        units.append((i, j))
+        i = j
+    return units
+
+
+def _digest_line(messages: Sequence[Message], unit: tuple[int, int]) -> list[str]:
+    """One line per tool call of a unit (name, arguments, result head), or the turn's text."""
+    first = messages[unit[0]]
+    results = {
+        m.tool_call_id: m
+        for m in messages[unit[0] + 1 : unit[1]]
+        if isinstance(m, ToolResultMessage)
+    }
+    if isinstance(first, AssistantMessage) and first.tool_calls:
+        lines = []
+        for call in first.tool_calls:
+            result = results.get(call.id)
+            outcome = (
+                "no result"
+                if result is None
+                else ("error " if result.is_error else "") + " ".join(result.content.split())[:120]
+            )
+            lines.append(f"- {call.name}({call.raw[:160]}) → {outcome}")
+        return lines
+    role = "user" if isinstance(first, UserMessage) else "assistant"
+    return [f"- {role}: {' '.join(message_text(first).split())[:160]}"]
+
+
+class ContextBuilder:
+    """Builds each request of one run; keeps per-message token counts between turns."""
+
+    def __init__(
+        self,
+        budget: Budget | None = None,
+        *,
+        counter: Callable[[str], int] = count_tokens,
+        summariser: Summariser | None = None,
+    ) -> None:
+        self.budget = budget or Budget()
+        self.counter = counter
+        self.summariser = summariser
+        self._counts: list[int] = []
+        self._seen: list[Message] = []
+        self._fixed: dict[str, int] = {}
+        self._summaries: dict[int, str] = {}
+
+    def count(self, messages: Sequence[Message]) -> list[int]:
+        """Token counts of `messages`, counting only those not counted before."""
+        for i in range(len(self._counts)):
+            if i >= len(messages) or messages[i] is not self._seen[i]:
+                del self._counts[i:], self._seen[i:]  # history was rewritten: recount from here
+                break
+        for message in messages[len(self._counts) :]:
+            self._counts.append(self.counter(message_text(message)) + MESSAGE_OVERHEAD)
+            self._seen.append(message)
+        return self._counts
+
+    def _fixed_count(self, key: str, text: str) -> int:
+        if key not in self._fixed:
+            self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
+        return self._fixed[key]
+
+    async def build(
+        self,
+        *,
+        system: str,
+        tools: Sequence[ToolDefinition],
+        messages: Sequence[Message],
+        anchor: int,
+        runtime: str = "",
+    ) -> BuiltContext:
+        """The request's messages for `messages`, whose current user message is `anchor`.
+
+        The runtime block goes in front of the current user message, after the
+        cache-stable prefix (system + tools).
+        """
+        counts = self.count(messages)
+        tools_text = json.dumps(
+            [t.parameters | {"name": t.name, "description": t.description} for t in tools],
+            sort_keys=True,
+        )
+        layers = {
+            "system": self._fixed_count("system:" + system, system),
+            "tools": self._fixed_count("tools:" + tools_text, tools_text) if tools else 0,
+            "user": counts[anchor] + (self.counter(runtime) if runtime else 0)
+            if anchor >= 0
+            else 0,
+        }
+        context_ids = [i for i in range(len(messages)) if i != anchor]
+        available = self.budget.context_window - self.budget.output_reserve - sum(layers.values())
+        context_tokens = sum(counts[i] for i in context_ids)
+        out = list(messages)
+        if anchor >= 0 and runtime:
+            user = messages[anchor]
+            assert isinstance(user, UserMessage)
+            out[anchor] = replace(user, content=f"{runtime}\n\n{user.content}")
+        if context_tokens <= available:
+            return BuiltContext(
+                messages=tuple(out), layers=layers | {"context": context_tokens}, anchor=anchor
+            )
+        return await self._compress(out, counts, anchor, available, layers)
+
+    async def _compress(
+        self,
+        out: list[Message],
+        counts: list[int],
+        anchor: int,
+        available: int,
+        layers: dict[str, int],
+    ) -> BuiltContext:
+        budget = self.budget
+        units = (
+            _units(out, 0, anchor) + _units(out, anchor + 1, len(out))
+            if anchor >= 0
+            else _units(out, 0, len(out))
+        )
+        protected = set(units[-budget.keep_recent :]) if budget.keep_recent else set()
+        sizes = {i: counts[i] for i in range(len(out)) if i != anchor}
+        steps: list[str] = []
+        truncated: list[int] = []
+        for unit in units:
+            if unit in protected:
+                continue
+            for i in range(*unit):
+                message = out[i]
+                if isinstance(message, ToolResultMessage) and sizes[i] > budget.max_result_tokens:
+                    out[i], sizes[i] = self._cut(message, budget.max_result_tokens)
+                    truncated.append(i)
+        if truncated:
+            steps.append("truncate_results")
+        total = sum(sizes.values())
+        dropped: list[tuple[int, int]] = []
+        digest: list[str] = []
+        for unit in units:
+            if total <= available:
+                break
+            if unit in protected:
+                continue
+            dropped.append(unit)
+            digest += _digest_line(out, unit)
+            total -= sum(sizes[i] for i in range(*unit))
+        summary = None
+        if dropped:
+            steps.append("window")
+            note, summarised = await self._note(digest, len(dropped), max(0, available - total))
+            if summarised:
+                steps.append("summary")
+            summary = note
+            total += self.counter(note) + MESSAGE_OVERHEAD
+        gone = {i for a, b in dropped for i in range(a, b)}
+        kept = [m for i, m in enumerate(out) if i not in gone]
+        if summary is not None:
+            # the note stands where the last dropped exchange stood, keeping the order of events
+            position = sum(1 for i in range(dropped[-1][0]) if i not in gone)
+            kept.insert(position, UserMessage(content=summary))
+        return BuiltContext(
+            messages=tuple(kept),
+            layers=layers | {"context": total},
+            anchor=anchor,
+            steps=tuple(steps),
+            dropped=_ranges(dropped),
+            truncated=tuple(truncated),
+            summary=summary,
+        )
+
+    def _cut(self, message: ToolResultMessage, max_tokens: int) -> tuple[ToolResultMessage, int]:
+        text = message.content
+        size = len(text.encode())
+        head = text[: max_tokens * 3]  # ~3 chars a token for mixed text: a safe first cut
+        while head and self.counter(head) > max_tokens - 40:
+            head = head[: len(head) * 3 // 4]
+        marker = f"\n…[cut: {size} bytes in all; full text in the run record as result:{message.tool_call_id}]"
+        content = head + marker
+        return replace(message, content=content), self.counter(content) + MESSAGE_OVERHEAD
+
+    async def _note(self, digest: list[str], units: int, room: int) -> tuple[str, bool]:
+        """The note standing for dropped turns, and whether a summariser wrote it."""
+        head = f"[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
+        text = "\n".join([head, *digest])
+        limit = min(room, self.budget.digest_tokens)
+        if self.counter(text) <= limit:
+            return text, False
+        if self.summariser is not None:
+            key = len(digest)
+            if key not in self._summaries:
+                self._summaries[key] = await self.summariser(text)
+            return f"{head}\n{self._summaries[key]}", True
+        lines = list(digest)
+        while lines and self.counter("\n".join([head, *lines])) > limit:
+            lines.pop(0)  # the oldest lines go first
+        return "\n".join([head, *lines]), False
+
+
+def _ranges(units: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    merged: list[list[int]] = []
+    for a, b in units:
+        if merged and merged[-1][1] == a:
+            merged[-1][1] = b
+        else:
+            merged.append([a, b])
+    return tuple((a, b) for a, b in merged)
+
+
+SUMMARY_PROMPT = (
+    "Summarise the earlier part of an agent's conversation for the agent itself. Keep every "
+    "tool call's name, key arguments and a one-line result summary; keep decisions and open "
+    "questions; drop pleasantries. Plain lines, no preamble, at most 200 words."
+)
+
+
+def model_summariser(model: Model, *, max_tokens: int = 400) -> Summariser:
+    """A summariser that asks `model` (one call, only when the digest does not fit)."""
+
+    async def summarise(text: str) -> str:
+        request = ModelRequest(
+            system=SUMMARY_PROMPT,
+            messages=(UserMessage(content=text),),
+            tool_choice="none",
+            settings=ModelSettings(max_tokens=max_tokens),
+        )
+        response = await model.complete(request)
+        written = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
+        return written or text
+
+    return summarise

@@ -1,0 +1,78 @@
+"""Versioned prompt templates: files named `NAME@VERSION.md`, identified by content hash.
+
+A template is data, not code: a change is a new version, and every model call's trace
+records which name, version and sha256 it was rendered from, so behaviour can be tied
+to the exact prompt text that produced it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from ..exceptions import UserError
+
+_NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<version>[0-9]+)\.md$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromptTemplate:
+    name: str
+    version: int
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+    @property
+    def ref(self) -> dict[str, Any]:
+        """What traces record about the template."""
+        return {"name": self.name, "version": self.version, "sha256": self.sha256[:16]}
+
+    def render(self, values: dict[str, str]) -> str:
+        """Fill `$placeholders`; a missing one is a `UserError` naming it."""
+        try:
+            return Template(self.text).substitute(values).strip() + "\n"
+        except KeyError as exc:
+            raise UserError(
+                f"prompt {self.name}@{self.version} needs a value for ${exc.args[0]}"
+            ) from None
+
+
+def _candidates(directory: Path | None) -> list[tuple[str, str, str]]:
+    """(file name, text, origin) of every template file visible."""
+    found = []
+    if directory is not None:
+        if not directory.is_dir():
+            raise UserError(f"prompt directory {directory} does not exist")
+        found += [(p.name, p.read_text(encoding="utf-8"), str(p)) for p in directory.iterdir()]
+    package = resources.files(__package__).joinpath("prompts")
+    found += [
+        (p.name, p.read_text(encoding="utf-8"), f"builtin:{p.name}")
+        for p in package.iterdir()
+        if p.is_file()
+    ]
+    return found
+
+
+def load_template(
+    name: str, version: int | None = None, *, directory: Path | None = None
+) -> PromptTemplate:
+    """The template `name` at `version` (latest when None); `directory` shadows built-ins."""
+    versions: dict[int, str] = {}
+    for file_name, text, _origin in _candidates(directory):
+        match = _NAME.match(file_name)
+        if match and match["name"] == name:
+            versions.setdefault(int(match["version"]), text)
+    if not versions:
+        raise UserError(f"no prompt template named {name!r}")
+    chosen = max(versions) if version is None else version
+    if chosen not in versions:
+        raise UserError(f"prompt {name!r} has no version {version}; versions: {sorted(versions)}")
+    return PromptTemplate(name=name, version=chosen, text=versions[chosen])
