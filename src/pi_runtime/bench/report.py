@@ -46,9 +46,16 @@ def write_files(result: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_lines(
-    result: dict[str, Any], out: Path, *, x: str, y: str, series: str, ylabel: str
+    result: dict[str, Any],
+    out: Path,
+    *,
+    x: str,
+    y: str | list[str],
+    series: str | None,
+    ylabel: str,
+    log: bool = True,
 ) -> Path | None:
-    """A PNG line chart of `y` over `x`, one line per `series`; None without matplotlib."""
+    """A PNG line chart of `y` over `x`: one line per `series` value, or per `y` column."""
     try:
         import matplotlib
 
@@ -57,13 +64,19 @@ def plot_lines(
     except ImportError:
         return None
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name in dict.fromkeys(r[series] for r in result["rows"]):
-        points = [(r[x], r[y]) for r in result["rows"] if r[series] == name]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    rows = result["rows"]
+    if series is not None and isinstance(y, str):
+        for name in dict.fromkeys(r[series] for r in rows):
+            points = [(r[x], r[y]) for r in rows if r[series] == name]
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    else:
+        for column in [y] if isinstance(y, str) else y:
+            ax.plot([r[x] for r in rows], [r[column] for r in rows], marker=".", label=column)
     ax.set_xlabel(x)
     ax.set_ylabel(ylabel)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    if log:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
     ax.legend()
     ax.set_title(f"pi bench {result['bench']}")
     path = out / f"{result['bench']}.png"

@@ -52,3 +52,40 @@ def bench_loop(
     for name, hint in result["unavailable"].items():
         console.print(f"[yellow]{name} not measured[/]: {hint}")
     console.print("files: " + ", ".join(result["files"]))
+
+
+@bench_app.command("context")
+def bench_context(
+    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON/PNG.")] = Path(
+        "bench-results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """Input tokens over a 30-turn tool-heavy run: naive full history vs Pi's builder."""
+    from ..bench.context import measure
+    from ..bench.report import plot_lines, print_table, write_files
+
+    result = measure()
+    files = write_files(result, out)
+    png = plot_lines(
+        result,
+        out,
+        x="turn",
+        y=["naive_input_tokens", "pi_input_tokens"],
+        series=None,
+        ylabel="input tokens per request",
+        log=False,
+    )
+    result["files"] = [str(p) for p in [*files, *([png] if png else [])]]
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    console = Console()
+    print_table(result, console, "input tokens per request (o200k_base)")
+    verdict = "meets" if result["pi_share"] <= result["target_share"] else "misses"
+    console.print(
+        f"total: naive {result['naive_total']:,} · pi {result['pi_total']:,} · "
+        f"pi/naive {result['pi_share']:.1%} ({verdict} the {result['target_share']:.0%} target) · "
+        f"formula N·S + T·N(N+1)/2 ≈ {result['naive_formula_total']:,}"
+    )
+    console.print("files: " + ", ".join(result["files"]))

@@ -34,6 +34,8 @@ from ..messages import (
 from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
 from .tokens import count_tokens
 
+_NOTE_HEAD = "[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
+
 MESSAGE_OVERHEAD = 4
 """Tokens a chat format spends around each message (role markers); o200k chat ≈ 3–4."""
 
@@ -242,8 +244,11 @@ class ContextBuilder:
         dropped: list[tuple[int, int]] = []
         digest: list[str] = []
         for unit in units:
-            if total <= available:
-                break
+            note = (
+                self.counter("\n".join([_NOTE_HEAD, *digest])) + MESSAGE_OVERHEAD if dropped else 0
+            )
+            if total + note <= available:
+                break  # fits, note for the dropped turns included
             if unit in protected:
                 continue
             dropped.append(unit)
@@ -252,7 +257,8 @@ class ContextBuilder:
         summary = None
         if dropped:
             steps.append("window")
-            note, summarised = await self._note(digest, len(dropped), max(0, available - total))
+            room = max(0, available - total - MESSAGE_OVERHEAD)
+            note, summarised = await self._note(digest, len(dropped), room)
             if summarised:
                 steps.append("summary")
             summary = note
@@ -285,7 +291,7 @@ class ContextBuilder:
 
     async def _note(self, digest: list[str], units: int, room: int) -> tuple[str, bool]:
         """The note standing for dropped turns, and whether a summariser wrote it."""
-        head = f"[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
+        head = _NOTE_HEAD.format(units=units)
         text = "\n".join([head, *digest])
         limit = min(room, self.budget.digest_tokens)
         if self.counter(text) <= limit:
