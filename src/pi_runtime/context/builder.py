@@ -244,10 +244,10 @@ class ContextBuilder:
         dropped: list[tuple[int, int]] = []
         digest: list[str] = []
         for unit in units:
-            note = (
+            note_cost = (
                 self.counter("\n".join([_NOTE_HEAD, *digest])) + MESSAGE_OVERHEAD if dropped else 0
             )
-            if total + note <= available:
+            if total + note_cost <= available:
                 break  # fits, note for the dropped turns included
             if unit in protected:
                 continue
