@@ -18,6 +18,7 @@ from .events import (
     event_to_dict,
 )
 from .metrics import compute_metrics
+from .projection import UserUpdate, first_sentence, project_for_user
 from .trace import TRACE_DIR_ENV, Recorder, TraceWriter, default_trace_dir, read_trace
 
 __all__ = [
@@ -38,8 +39,11 @@ __all__ = [
     "ToolRetried",
     "TraceWriter",
     "Transition",
+    "UserUpdate",
     "compute_metrics",
     "default_trace_dir",
     "event_to_dict",
+    "first_sentence",
+    "project_for_user",
     "read_trace",
 ]
