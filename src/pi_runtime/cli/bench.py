@@ -89,3 +89,31 @@ def bench_context(
         f"formula N·S + T·N(N+1)/2 ≈ {result['naive_formula_total']:,}"
     )
     console.print("files: " + ", ".join(result["files"]))
+
+
+@bench_app.command("preamble")
+def bench_preamble(
+    with_local: Annotated[
+        bool, typer.Option("--local/--no-local", help="Also run the embedded model.")
+    ] = True,
+    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON.")] = Path(
+        "bench-results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """The ERP import of seed 000: preamble metrics with discipline and tool choice off/on."""
+    from ..bench.preamble import measure
+    from ..bench.report import print_table, write_files
+
+    result = measure(with_local=with_local)
+    result["files"] = [str(p) for p in write_files(result, out)]
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    console = Console(width=max(Console().width, 160))
+    print_table(
+        result, console, f"preamble before the first tool call ({result['table_rows']}-row import)"
+    )
+    for name, hint in result["unavailable"].items():
+        console.print(f"[yellow]{name} not measured[/]: {hint}")
+    console.print("files: " + ", ".join(result["files"]))
