@@ -3,6 +3,7 @@
 Define tools with `@tool`, build an `Agent`, and `run` it: every ending is a `RunResult`.
 """
 
+from .context import Budget, PromptParts
 from .exceptions import (
     ModelError,
     PiError,
@@ -31,6 +32,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Agent",
     "AssistantMessage",
+    "Budget",
     "Limits",
     "Message",
     "Model",
@@ -38,6 +40,7 @@ __all__ = [
     "ModelRequest",
     "ModelResponse",
     "PiError",
+    "PromptParts",
     "RunResult",
     "RunStream",
     "SecurityViolation",
