@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..exceptions import UserError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -60,6 +61,21 @@ class Budget:
     keep_recent: int = 2
     digest_tokens: int = 1_000
 
+    def __post_init__(self) -> None:
+        needs = {
+            "context_window": (self.context_window > 0, "positive"),
+            "output_reserve": (self.output_reserve >= 0, "zero or more"),
+            "max_result_tokens": (
+                self.max_result_tokens >= 64,
+                "at least 64 (a head and the marker)",
+            ),
+            "keep_recent": (self.keep_recent >= 0, "zero or more"),
+            "digest_tokens": (self.digest_tokens >= 0, "zero or more"),
+        }
+        for name, (ok, need) in needs.items():
+            if not ok:
+                raise UserError(f"Budget.{name} must be {need}, got {getattr(self, name)}")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuiltContext:
@@ -73,6 +89,9 @@ class BuiltContext:
     truncated: tuple[int, ...] = ()
     summary: str | None = None
 
+    over_budget: bool = False
+    """The parts never compressed (system, tools, user, recent turns) alone exceed the room."""
+
     @property
     def total_tokens(self) -> int:
         return sum(self.layers.values())
@@ -85,6 +104,7 @@ class BuiltContext:
             "steps": list(self.steps),
             "dropped": [list(r) for r in self.dropped],
             "truncated": list(self.truncated),
+            "over_budget": self.over_budget,
         }
 
 
@@ -194,9 +214,12 @@ class ContextBuilder:
         layers = {
             "system": self._fixed_count("system:" + system, system),
             "tools": self._fixed_count("tools:" + tools_text, tools_text) if tools else 0,
-            "user": counts[anchor] + (self.counter(runtime) if runtime else 0)
-            if anchor >= 0
-            else 0,
+            "user": (counts[anchor] if anchor >= 0 else 0)
+            + (
+                self._fixed_count("runtime:" + runtime, runtime) - MESSAGE_OVERHEAD
+                if runtime
+                else 0
+            ),
         }
         context_ids = [i for i in range(len(messages)) if i != anchor]
         available = self.budget.context_window - self.budget.output_reserve - sum(layers.values())
@@ -273,6 +296,7 @@ class ContextBuilder:
             messages=tuple(kept),
             layers=layers | {"context": total},
             anchor=anchor,
+            over_budget=total > available,
             steps=tuple(steps),
             dropped=_ranges(dropped),
             truncated=tuple(truncated),

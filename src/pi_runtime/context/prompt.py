@@ -66,7 +66,7 @@ def render_system_prompt(
         chosen = parts
     template = template or load_template("system")
     rules = chosen.tool_rules
-    if chosen.discipline:
+    if chosen.discipline and discipline:
         rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
     values = {
         "role": chosen.role,

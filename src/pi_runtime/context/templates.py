@@ -33,7 +33,7 @@ class PromptTemplate:
     @property
     def ref(self) -> dict[str, Any]:
         """What traces record about the template."""
-        return {"name": self.name, "version": self.version, "sha256": self.sha256[:16]}
+        return {"name": self.name, "version": self.version, "sha256": self.sha256}
 
     def render(self, values: dict[str, str]) -> str:
         """Fill `$placeholders`; a missing one is a `UserError` naming it."""
@@ -43,6 +43,10 @@ class PromptTemplate:
             raise UserError(
                 f"prompt {self.name}@{self.version} needs a value for ${exc.args[0]}"
             ) from None
+        except ValueError as exc:
+            raise UserError(
+                f"prompt {self.name}@{self.version}: {exc}; write $$ for a literal $"
+            ) from None
 
 
 def _candidates(directory: Path | None) -> list[tuple[str, str, str]]:
@@ -51,7 +55,13 @@ def _candidates(directory: Path | None) -> list[tuple[str, str, str]]:
     if directory is not None:
         if not directory.is_dir():
             raise UserError(f"prompt directory {directory} does not exist")
-        found += [(p.name, p.read_text(encoding="utf-8"), str(p)) for p in directory.iterdir()]
+        for path in sorted(directory.iterdir()):
+            if not (path.is_file() and _NAME.match(path.name)):
+                continue  # other files may live beside the templates
+            try:
+                found.append((path.name, path.read_text(encoding="utf-8"), str(path)))
+            except (OSError, UnicodeDecodeError) as exc:
+                raise UserError(f"cannot read prompt template {path}: {exc}") from exc
     package = resources.files(__package__).joinpath("prompts")
     found += [
         (p.name, p.read_text(encoding="utf-8"), f"builtin:{p.name}")

@@ -173,6 +173,7 @@ class Agent:
             retry_base_s=self.retry_base_s,
             builder=ContextBuilder(self.budget, summariser=self.summariser),
             runtime=runtime,
+            prompt=self.template.ref,
             state=RunState(
                 messages=tuple(history),
                 pending=(UserMessage(content=prompt),),

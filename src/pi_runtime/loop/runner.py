@@ -7,7 +7,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from ..context import ContextBuilder, message_text
 from ..exceptions import ModelError
@@ -50,6 +50,7 @@ class Driver:
     state: RunState
     builder: ContextBuilder = field(default_factory=ContextBuilder)
     runtime: str = ""
+    prompt: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0
 
     async def drive(self) -> RunState:
@@ -113,6 +114,7 @@ class Driver:
                 input_tokens=built.total_tokens,
                 context=built.report(),
                 summary=built.summary,
+                prompt=self.prompt,
             )
         )
         response = await self._call_model(request, state.steps + 1, built.total_tokens)

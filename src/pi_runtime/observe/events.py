@@ -62,6 +62,8 @@ class ModelRequested:
     """How the context was built: tokens per layer, compression steps, dropped/cut messages."""
     summary: str | None = None
     """The note that stood for dropped turns, when there was one."""
+    prompt: dict[str, Any] = field(default_factory=dict)
+    """The template the system prompt came from: name, version, sha256."""
     kind: Literal["model_request"] = "model_request"
 
 
