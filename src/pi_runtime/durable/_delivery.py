@@ -1,0 +1,180 @@
+"""The outbox: claiming job events, delivering results to sessions, cancelling sessions.
+
+Delivery is one transaction: the tool message under the original `tool_call_id`, the
+wait and the event marked, and — when it was the last result awaited — the queued
+`server_result` run. A second copy of an event, or one for a cancelled wait, changes
+nothing but the event's own `outcome`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Row, and_, exists, or_, select
+
+from ..exceptions import UserError
+from ..messages import ToolErrorInfo, ToolResultMessage
+from . import _jobs, _runs, _sessions, _waits
+from . import schema as t
+from ._tx import Tx, check_id, check_lease
+from .errors import Conflict, NotFound
+from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
+
+
+def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
+    """Take the oldest undelivered event that a wait is registered for.
+
+    Events of jobs nobody awaits yet stay put: registering the wait makes them claimable,
+    which is how a job that finished first is still delivered.
+    """
+    check_id("owner", owner)
+    check_lease(lease_s)
+    free = and_(
+        t.outbox.c.delivered_at.is_(None),
+        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < tx.now),
+    )
+    awaited = exists().where(t.waits.c.job_id == t.outbox.c.job_id)
+    candidate = tx.conn.execute(
+        tx.skip_locked(select(t.outbox.c.id).where(free, awaited).order_by(t.outbox.c.id).limit(1))
+    ).one_or_none()
+    if candidate is None:
+        return None
+    # Conditional, and checked by rowcount: only one claimer can move the row.
+    claimed = tx.conn.execute(
+        t.outbox.update()
+        .where(t.outbox.c.id == candidate.id, free)
+        .values(
+            lease_owner=owner,
+            lease_expires_at=tx.until(lease_s),
+            attempts=t.outbox.c.attempts + 1,
+        )
+    )
+    if claimed.rowcount == 1:
+        return _event(tx, candidate.id)
+    return None
+
+
+def _event(tx: Tx, event_id: int) -> OutboxEvent:
+    query = (
+        select(
+            t.outbox,
+            t.waits.c.session_id,
+            t.waits.c.tool_call_id,
+            t.waits.c.status.label("wait_status"),
+            t.jobs.c.tool,
+            t.jobs.c.result.label("job_result"),
+            t.jobs.c.error.label("job_error"),
+        )
+        .join(t.waits, t.waits.c.job_id == t.outbox.c.job_id)
+        .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
+        .where(t.outbox.c.id == event_id)
+    )
+    row = tx.conn.execute(query).one()
+    return OutboxEvent(
+        id=row.id,
+        job_id=row.job_id,
+        kind=row.kind,
+        payload=row.payload,
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        wait_status=row.wait_status,
+        tool=row.tool,
+        result=row.job_result,
+        error=row.job_error,
+        attempts=row.attempts,
+        lease_owner=row.lease_owner,
+        lease_expires_at=row.lease_expires_at,
+        created_at=row.created_at,
+    )
+
+
+def _mark(tx: Tx, event_id: int, outcome: str) -> None:
+    tx.conn.execute(
+        t.outbox.update()
+        .where(t.outbox.c.id == event_id)
+        .values(delivered_at=tx.now, outcome=outcome, lease_owner=None, lease_expires_at=None)
+    )
+
+
+def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
+    """Append `message` for the event's wait and queue the continuation — or skip."""
+    if not isinstance(message, ToolResultMessage):
+        raise UserError("deliver takes the ToolResultMessage answering the awaited call")
+    first = tx.conn.execute(select(t.outbox).where(t.outbox.c.id == event_id)).one_or_none()
+    if first is None:
+        raise NotFound(f"no outbox event {event_id}")
+    found = tx.conn.execute(select(t.waits).where(t.waits.c.job_id == first.job_id)).one_or_none()
+    if found is None:
+        raise Conflict(f"outbox event {event_id} has no wait to deliver to")
+    session_id, tool_call_id = found.session_id, found.tool_call_id
+    tx.lock_session(session_id)
+    event = tx.conn.execute(tx.lock(select(t.outbox).where(t.outbox.c.id == event_id))).one()
+    done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
+    if event.delivered_at is not None:
+        return Delivery(outcome="duplicate", **done)
+    wait = _waits.get_wait(tx, session_id, tool_call_id)
+    assert wait is not None
+    if wait.status == "cancelled":
+        _mark(tx, event_id, "ignored")
+        return Delivery(outcome="ignored", **done)
+    if wait.status == "delivered" or _sessions.has_result(tx, session_id, tool_call_id):
+        _mark(tx, event_id, "duplicate")
+        if wait.status == "pending":  # answered by some other path: the wait is over
+            _waits.resolve(tx, wait, "delivered", None)
+            return Delivery(outcome="duplicate", continuation=_continue(tx, wait), **done)
+        return Delivery(outcome="duplicate", **done)
+    if message.tool_call_id != tool_call_id:
+        raise UserError(
+            f"event {event_id} answers tool call {tool_call_id!r}, not {message.tool_call_id!r}"
+        )
+    (seq,) = _sessions.append_messages(tx, session_id, [message], run_id=wait.run_id)
+    _waits.resolve(tx, wait, "delivered", event_id)
+    _mark(tx, event_id, "delivered")
+    return Delivery(outcome="delivered", seq=seq, continuation=_continue(tx, wait), **done)
+
+
+def _continue(tx: Tx, wait: WaitRecord) -> RunRecord | None:
+    if wait.run_id is None:
+        return None
+    return _runs.queue_continuation(tx, wait.session_id, wait.run_id)
+
+
+def cancel_session(tx: Tx, session_id: str) -> CancelResult:
+    """Stop waiting: pending waits are cancelled and each awaited call is answered with a
+    `cancelled` error (the conversation stays well-formed, and no later result can land);
+    queued and running runs stop; jobs not yet started are cancelled."""
+    tx.lock_session(session_id)
+    pending = [w for w in _waits.list_waits(tx, session_id) if w.status == "pending"]
+    answers = []
+    for wait in pending:
+        _waits.resolve(tx, wait, "cancelled", None)
+        if not _sessions.has_result(tx, session_id, wait.tool_call_id):
+            answers.append(_cancelled_result(tx, wait))
+    _sessions.append_messages(tx, session_id, answers)
+    runs = _runs.cancel_runs(tx, session_id)
+    jobs = _jobs.cancel_queued(tx, session_id)
+    tx.set_session_status(session_id, "cancelled")
+    session = _sessions.get_session(tx, session_id)
+    assert session is not None
+    return CancelResult(
+        session=session,
+        waits_cancelled=tuple(w.tool_call_id for w in pending),
+        runs_cancelled=tuple(runs),
+        jobs_cancelled=tuple(jobs),
+    )
+
+
+def _cancelled_result(tx: Tx, wait: WaitRecord) -> ToolResultMessage:
+    job: Row[Any] = tx.conn.execute(select(t.jobs.c.tool).where(t.jobs.c.id == wait.job_id)).one()
+    info = ToolErrorInfo(
+        kind="cancelled",
+        message="the wait for this result was cancelled; it will not be delivered",
+        hint="",
+    )
+    content = json.dumps(
+        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
+    )
+    return ToolResultMessage(
+        tool_call_id=wait.tool_call_id, name=job.tool, content=content, is_error=True, error=info
+    )

@@ -1,0 +1,129 @@
+"""Database URLs to SQLAlchemy engines, set up the way the store relies on.
+
+SQLite: WAL (readers never block the writer), a busy timeout, foreign keys on, and every
+write transaction `BEGIN IMMEDIATE` — one writer at a time, so a claim that reads then
+updates cannot interleave with another. PostgreSQL: psycopg 3, READ COMMITTED, row locks.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from ..exceptions import UserError
+from ._tx import dumps
+
+Backend: TypeAlias = Literal["sqlite", "postgresql"]
+
+READ_ONLY = "pi_read_only"  # execution option: begin a deferred (reading) transaction
+_SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
+_POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
+_USAGE = "use sqlite:///PATH (a file) or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
+_PASSWORD = re.compile(r"(://[^:/@]*:)[^@/]*@")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A parsed database URL: which backend, the URL to connect with, and how to show it."""
+
+    backend: Backend
+    url: URL
+    shown: str  # the URL as given, password masked: safe in messages and logs
+
+
+def redact(raw: str) -> str:
+    """`raw` with any password replaced by `***`."""
+    return _PASSWORD.sub(r"\1***@", raw)
+
+
+def parse_url(raw: str) -> Target:
+    """Check a database URL; UserError says what is wrong and what would work."""
+    shown = redact(raw.strip()) if isinstance(raw, str) else repr(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        raise UserError(f"no database URL given: {_USAGE}")
+    try:
+        url = make_url(raw.strip())
+    except ArgumentError as exc:
+        raise UserError(f"not a database URL: {shown!r}; {_USAGE}") from exc
+    shown = url.render_as_string(hide_password=True)
+    if url.drivername in _SQLITE_DRIVERS:
+        if url.database in (None, "", ":memory:") or url.database.startswith("file:"):
+            raise UserError(
+                f"{shown!r} is not a database file: the store needs a file that every "
+                f"connection and worker shares; {_USAGE}"
+            )
+        return Target("sqlite", url.set(drivername="sqlite+pysqlite"), shown)
+    if url.drivername in _POSTGRES_DRIVERS:
+        if not url.database:
+            raise UserError(f"{shown!r} names no database; {_USAGE}")
+        return Target("postgresql", url.set(drivername="postgresql+psycopg"), shown)
+    raise UserError(f"unsupported database URL {shown!r}; {_USAGE}")
+
+
+def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
+    database = target.url.database
+    assert database is not None
+    try:
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create the folder of {target.shown!r}: {exc}") from exc
+    engine = create_engine(
+        target.url,
+        connect_args={"timeout": busy_timeout_s, "check_same_thread": False},
+        json_serializer=dumps,
+    )
+    busy_ms = int(busy_timeout_s * 1000)
+
+    @event.listens_for(engine, "connect")
+    def _configure(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        # The driver must not open transactions on its own: `_begin` does, IMMEDIATE.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        # NORMAL is crash-safe in WAL: an OS crash or power loss can only roll back the
+        # last commits, whole — a job or delivery then simply runs again under its lease,
+        # and nothing half-written is ever seen. FULL would fsync every commit.
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Connection) -> None:
+        reading = conn.get_execution_options().get(READ_ONLY, False)
+        conn.exec_driver_sql("BEGIN DEFERRED" if reading else "BEGIN IMMEDIATE")
+
+    return engine
+
+
+def postgres_engine(target: Target, *, pool_size: int, connect_timeout_s: float) -> Engine:
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as exc:
+        raise UserError(
+            f"{target.shown!r} needs the PostgreSQL driver psycopg 3: "
+            "pip install 'psycopg[binary]>=3.1'"
+        ) from exc
+    return create_engine(
+        target.url,
+        pool_size=pool_size,
+        max_overflow=pool_size * 2,
+        pool_pre_ping=True,  # a worker outlives server restarts
+        connect_args={"connect_timeout": max(1, round(connect_timeout_s))},
+        json_serializer=dumps,
+    )
+
+
+def reason(exc: BaseException, target: Target) -> str:
+    """The driver's own words for a failure, on one line, without the password."""
+    text = " ".join(str(getattr(exc, "orig", None) or exc).split())
+    password = target.url.password
+    if password:
+        text = text.replace(str(password), "***")
+    return text

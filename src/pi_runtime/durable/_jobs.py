@@ -1,0 +1,267 @@
+"""Jobs: async tool calls run by workers under leases, ending with an outbox event.
+
+Every ending of a job (success, failure, cancellation, unknown outcome) writes its outbox
+event in the same transaction, so a result can never exist without its notice.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Row, and_, func, or_, select
+from sqlalchemy.exc import IntegrityError
+
+from ..exceptions import UserError
+from . import _rows
+from . import schema as t
+from ._tx import Tx, check_id, check_json, check_lease, new_id
+from .errors import Conflict, LeaseLost, NotFound
+from .records import JobRecord
+
+_MAX_SWEEP = 32  # expired rows a claim may settle before giving up for now
+UNKNOWN_OUTCOME = {
+    "kind": "outcome_unknown",
+    "message": "the worker running this call stopped before it finished; "
+    "whether its side effect happened cannot be confirmed",
+    "hint": "check the effect before calling the tool again",
+}
+
+
+def get_job(tx: Tx, job_id: str) -> JobRecord | None:
+    row = tx.conn.execute(select(t.jobs).where(t.jobs.c.id == job_id)).one_or_none()
+    return None if row is None else _rows.job(row)
+
+
+def list_jobs(tx: Tx, session_id: str) -> list[JobRecord]:
+    query = (
+        select(t.jobs)
+        .where(t.jobs.c.session_id == session_id)
+        .order_by(t.jobs.c.created_at, t.jobs.c.id)
+    )
+    return [_rows.job(row) for row in tx.conn.execute(query)]
+
+
+def _require(tx: Tx, job_id: str) -> JobRecord:
+    job = get_job(tx, job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id!r}")
+    return job
+
+
+def enqueue_job(
+    tx: Tx,
+    *,
+    tool: str,
+    arguments: dict[str, Any],
+    session_id: str | None,
+    tool_call_id: str | None,
+    retry_safe: bool,
+    max_attempts: int,
+) -> JobRecord:
+    """A queued job. The same tool call enqueued again (a resumed run) gets the same job."""
+    check_id("tool", tool)
+    if not isinstance(arguments, dict):
+        raise UserError("job arguments must be a JSON object")
+    check_json("job arguments", arguments)
+    if max_attempts < 1:
+        raise UserError(f"max_attempts must be at least 1, got {max_attempts}")
+    if (session_id is None) != (tool_call_id is None):
+        raise UserError("give a job both session_id and tool_call_id, or neither")
+    if session_id is not None and tool_call_id is not None:
+        check_id("tool_call_id", tool_call_id)
+        if tx.conn.execute(select(t.sessions.c.id).where(t.sessions.c.id == session_id)).first():
+            existing = _for_call(tx, session_id, tool_call_id)
+            if existing is not None:
+                return _same_call(existing, tool, arguments)
+        else:
+            raise NotFound(f"no session {session_id!r}")
+    job_id = new_id("job")
+    values = {
+        "id": job_id,
+        "session_id": session_id,
+        "tool_call_id": tool_call_id,
+        "tool": tool,
+        "arguments": arguments,
+        "status": "queued",
+        "retry_safe": retry_safe,
+        "max_attempts": max_attempts,
+        "attempts": 0,
+        "created_at": tx.now,
+        "updated_at": tx.now,
+    }
+    try:
+        # A savepoint: a concurrent enqueue of the same call loses the insert, not the tx.
+        with tx.conn.begin_nested():
+            tx.conn.execute(t.jobs.insert().values(**values))
+    except IntegrityError:
+        if session_id is None or tool_call_id is None:
+            raise
+        existing = _for_call(tx, session_id, tool_call_id)
+        if existing is None:
+            raise
+        return _same_call(existing, tool, arguments)
+    return _require(tx, job_id)
+
+
+def _for_call(tx: Tx, session_id: str, tool_call_id: str) -> JobRecord | None:
+    row = tx.conn.execute(
+        select(t.jobs).where(
+            t.jobs.c.session_id == session_id, t.jobs.c.tool_call_id == tool_call_id
+        )
+    ).one_or_none()
+    return None if row is None else _rows.job(row)
+
+
+def _same_call(job: JobRecord, tool: str, arguments: dict[str, Any]) -> JobRecord:
+    if job.tool != tool or job.arguments != arguments:
+        raise Conflict(f"tool call {job.tool_call_id!r} already started job {job.id!r} differently")
+    return job
+
+
+def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
+    """Take the oldest queued job, or one whose holder's lease expired.
+
+    An expired attempt of a job that is not retry-safe ends `outcome_unknown` instead (its
+    side effect may have happened); one that used all its attempts ends `failed`.
+    """
+    check_id("owner", owner)
+    check_lease(lease_s)
+    claimable = or_(
+        t.jobs.c.status == "queued",
+        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < tx.now),
+    )
+    for _ in range(_MAX_SWEEP):
+        # One row at a time: locking a batch would hide the rest from other claimers.
+        row = tx.conn.execute(
+            tx.skip_locked(select(t.jobs).where(claimable).order_by(t.jobs.c.created_at).limit(1))
+        ).one_or_none()
+        if row is None:
+            return None
+        if row.status == "running":  # its holder's lease ran out: the attempt was cut short
+            if not row.retry_safe:
+                finish(tx, row, "outcome_unknown", error=UNKNOWN_OUTCOME)
+                continue
+            if row.attempts >= row.max_attempts:
+                error = {
+                    "kind": "attempts_exhausted",
+                    "message": f"the job was interrupted {row.attempts} times",
+                    "hint": "",
+                }
+                finish(tx, row, "failed", error=error)
+                continue
+        # Conditional, and checked by rowcount: only one claimer can move the row.
+        claimed = tx.conn.execute(
+            t.jobs.update()
+            .where(t.jobs.c.id == row.id, claimable)
+            .values(
+                status="running",
+                lease_owner=owner,
+                lease_expires_at=tx.until(lease_s),
+                attempts=t.jobs.c.attempts + 1,
+                started_at=func.coalesce(t.jobs.c.started_at, tx.now),
+                updated_at=tx.now,
+            )
+        )
+        if claimed.rowcount == 1:
+            return _require(tx, row.id)
+    return None
+
+
+def _held(tx: Tx, job_id: str, owner: str) -> Row[Any]:
+    row = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    if row is None:
+        raise NotFound(f"no job {job_id!r}")
+    if row.status != "running" or row.lease_owner != owner:
+        raise LeaseLost(f"job {job_id!r} is not held by {owner!r} (it is {row.status})")
+    return row
+
+
+def renew_lease(
+    tx: Tx, job_id: str, owner: str, lease_s: float, checkpoint: Any = None, save: bool = False
+) -> JobRecord:
+    """Extend the lease (and, with `save`, commit `checkpoint` with it)."""
+    check_lease(lease_s)
+    _held(tx, job_id, owner)
+    values: dict[str, Any] = {"lease_expires_at": tx.until(lease_s), "updated_at": tx.now}
+    if save:
+        values["checkpoint"] = check_json("checkpoint", checkpoint)
+    tx.conn.execute(t.jobs.update().where(t.jobs.c.id == job_id).values(**values))
+    return _require(tx, job_id)
+
+
+def complete(tx: Tx, job_id: str, owner: str, result: Any) -> JobRecord:
+    check_json("job result", result)
+    finish(tx, _held(tx, job_id, owner), "succeeded", result=result)
+    return _require(tx, job_id)
+
+
+def fail(tx: Tx, job_id: str, owner: str, error: dict[str, Any], status: str) -> JobRecord:
+    if status not in ("failed", "outcome_unknown"):
+        raise UserError(f"a job fails as failed or outcome_unknown, not {status!r}")
+    finish(tx, _held(tx, job_id, owner), status, error=check_error(error))
+    return _require(tx, job_id)
+
+
+def check_error(error: dict[str, Any]) -> dict[str, Any]:
+    """A job error as the model will read it: `kind`, `message`, optional `hint`."""
+    if (
+        not isinstance(error, dict)
+        or not isinstance(error.get("kind"), str)
+        or not isinstance(error.get("message"), str)
+    ):
+        raise UserError("a job error is a JSON object with string `kind` and `message`")
+    return dict(check_json("job error", error))
+
+
+def finish(
+    tx: Tx, job: Row[Any], status: str, *, result: Any = None, error: dict[str, Any] | None = None
+) -> None:
+    """End a job (the caller holds its row) and write its outbox event, together."""
+    tx.conn.execute(
+        t.jobs.update()
+        .where(t.jobs.c.id == job.id)
+        .values(
+            status=status,
+            result=result,
+            error=error,
+            lease_owner=None,
+            lease_expires_at=None,
+            finished_at=tx.now,
+            updated_at=tx.now,
+        )
+    )
+    tx.conn.execute(t.outbox.insert().values(**_event(job.id, status, error, tx)))
+
+
+def _event(job_id: str, status: str, error: dict[str, Any] | None, tx: Tx) -> dict[str, Any]:
+    payload: dict[str, Any] = {"status": status}
+    if error is not None:
+        payload["error"] = error
+    return {
+        "job_id": job_id,
+        "kind": "completed" if status == "succeeded" else "failed",
+        "payload": payload,
+        "created_at": tx.now,
+        "attempts": 0,
+    }
+
+
+def ensure_event(tx: Tx, job: Row[Any]) -> None:
+    """Write the outbox event of a finished job if it has none (the caller holds its row)."""
+    has = tx.conn.execute(select(t.outbox.c.id).where(t.outbox.c.job_id == job.id)).first()
+    if has is None:
+        tx.conn.execute(t.outbox.insert().values(**_event(job.id, job.status, job.error, tx)))
+
+
+def cancel_queued(tx: Tx, session_id: str) -> list[str]:
+    """Cancel the session's jobs no worker has started (running ones finish; their results
+    are then ignored)."""
+    rows = tx.conn.execute(
+        tx.skip_locked(
+            select(t.jobs).where(t.jobs.c.session_id == session_id, t.jobs.c.status == "queued")
+        )
+    ).all()
+    error = {"kind": "cancelled", "message": "the session was cancelled", "hint": ""}
+    for row in rows:
+        finish(tx, row, "cancelled", error=error)
+    return [row.id for row in rows]

@@ -1,0 +1,248 @@
+"""Runs of a session: created or queued, claimed with a lease, finished, continued."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import and_, func, or_, select
+
+from ..exceptions import UserError
+from ..messages import Message
+from . import _rows, _sessions, _waits
+from . import schema as t
+from ._tx import Tx, check_id, check_json, check_lease, new_id
+from .errors import Conflict, LeaseLost, NotFound
+from .records import RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
+
+_MAX_SWEEP = 32  # candidates a claim may pass over before giving up for now
+# The session status a finished run leaves behind.
+_SESSION_AFTER = {
+    "completed": "completed",
+    "stopped": "stopped",
+    "failed": "failed",
+    "awaiting": "awaiting_server_tool",
+}
+
+
+def get_run(tx: Tx, run_id: str) -> RunRecord | None:
+    row = tx.conn.execute(select(t.runs).where(t.runs.c.id == run_id)).one_or_none()
+    return None if row is None else _rows.run(row)
+
+
+def _require_run(tx: Tx, run_id: str) -> RunRecord:
+    run = get_run(tx, run_id)
+    if run is None:
+        raise NotFound(f"no run {run_id!r}")
+    return run
+
+
+def list_runs(tx: Tx, session_id: str) -> list[RunRecord]:
+    query = (
+        select(t.runs)
+        .where(t.runs.c.session_id == session_id)
+        .order_by(t.runs.c.created_at, t.runs.c.id)
+    )
+    return [_rows.run(row) for row in tx.conn.execute(query)]
+
+
+def create_run(
+    tx: Tx,
+    session_id: str,
+    *,
+    input: dict[str, Any] | None,
+    owner: str | None,
+    lease_s: float,
+) -> RunRecord:
+    """A user run: queued for a worker, or, with `owner`, already running under its lease."""
+    if input is not None:
+        check_json("run input", input)
+    if owner is not None:
+        check_id("owner", owner)
+        check_lease(lease_s)
+    session = tx.lock_session(session_id)
+    if session.status not in SESSION_READY:
+        raise Conflict(f"session {session_id!r} is {session.status}; it cannot take a new run now")
+    run_id = new_id("run")
+    running = owner is not None
+    tx.conn.execute(
+        t.runs.insert().values(
+            id=run_id,
+            session_id=session_id,
+            kind="user",
+            status="running" if running else "queued",
+            input=input,
+            lease_owner=owner,
+            lease_expires_at=tx.until(lease_s) if running else None,
+            attempts=1 if running else 0,
+            created_at=tx.now,
+            started_at=tx.now if running else None,
+        )
+    )
+    tx.set_session_status(session_id, "running" if running else "queued")
+    return _require_run(tx, run_id)
+
+
+def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecord | None:
+    """Take the oldest queued run, or one whose holder's lease expired (it died mid-run).
+
+    A run interrupted `max_attempts` times fails instead of being taken again.
+    """
+    check_id("owner", owner)
+    check_lease(lease_s)
+    claimable = or_(
+        t.runs.c.status == "queued",
+        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < tx.now),
+    )
+    busy: list[str] = []
+    for _ in range(_MAX_SWEEP):
+        query = select(t.runs.c.id, t.runs.c.session_id).where(claimable)
+        if busy:
+            query = query.where(t.runs.c.id.not_in(busy))
+        candidate = tx.conn.execute(
+            tx.skip_locked(query.order_by(t.runs.c.created_at).limit(1))
+        ).one_or_none()
+        if candidate is None:
+            return None
+        # Never wait for a session lock here (lock order: session before run).
+        if tx.try_lock_session(candidate.session_id) is None:
+            busy.append(candidate.id)
+            continue
+        run = _require_run(tx, candidate.id)
+        if run.status == "running" and run.attempts >= max_attempts:
+            _end(tx, run.id, "failed", "internal_error", None)
+            tx.set_session_status(run.session_id, "failed")
+            continue
+        claimed = tx.conn.execute(
+            t.runs.update()
+            .where(t.runs.c.id == run.id, claimable)
+            .values(
+                status="running",
+                lease_owner=owner,
+                lease_expires_at=tx.until(lease_s),
+                attempts=t.runs.c.attempts + 1,
+                started_at=func.coalesce(t.runs.c.started_at, tx.now),
+            )
+        )
+        if claimed.rowcount == 1:
+            tx.set_session_status(run.session_id, "running")
+            return _require_run(tx, run.id)
+        busy.append(run.id)
+    return None
+
+
+def _held(tx: Tx, run_id: str, owner: str) -> RunRecord:
+    run = _require_run(tx, run_id)
+    if run.status != "running" or run.lease_owner != owner:
+        raise LeaseLost(f"run {run_id!r} is not held by {owner!r} (it is {run.status})")
+    return run
+
+
+def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecord:
+    check_lease(lease_s)
+    run = _require_run(tx, run_id)
+    tx.lock_session(run.session_id)
+    _held(tx, run_id, owner)
+    tx.conn.execute(
+        t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.until(lease_s))
+    )
+    return _require_run(tx, run_id)
+
+
+def _end(
+    tx: Tx, run_id: str, status: str, stop_reason: str | None, result: dict[str, Any] | None
+) -> None:
+    tx.conn.execute(
+        t.runs.update()
+        .where(t.runs.c.id == run_id)
+        .values(
+            status=status,
+            stop_reason=stop_reason,
+            result=result,
+            finished_at=tx.now,
+            lease_owner=None,
+            lease_expires_at=None,
+        )
+    )
+
+
+def finish_run(
+    tx: Tx,
+    run_id: str,
+    *,
+    owner: str,
+    status: str,
+    stop_reason: str | None,
+    result: dict[str, Any] | None,
+    messages: Sequence[Message],
+    waits: Sequence[tuple[str, str]],
+) -> FinishedRun:
+    """End a run the caller holds: its new messages, its waits, its result and the session
+    status, together. A run ending `awaiting` whose results all arrived meanwhile is
+    continued at once."""
+    if status not in RUN_FINAL:
+        raise UserError(f"a run finishes as one of {', '.join(sorted(RUN_FINAL))}, not {status!r}")
+    if result is not None:
+        check_json("run result", result)
+    if waits and status != "awaiting":
+        raise UserError("only a run that ends awaiting registers waits")
+    session_id = _require_run(tx, run_id).session_id
+    tx.lock_session(session_id)
+    _held(tx, run_id, owner)
+    _sessions.append_messages(tx, session_id, messages, run_id=run_id)
+    for tool_call_id, job_id in waits:
+        _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
+    _end(tx, run_id, status, stop_reason, result)
+    tx.set_session_status(session_id, _SESSION_AFTER[status])
+    continuation = None
+    if status == "awaiting":
+        if _waits.count(tx, run_id) == 0:
+            raise UserError("a run that ends awaiting must wait for at least one job")
+        continuation = queue_continuation(tx, session_id, run_id)
+    return FinishedRun(run=_require_run(tx, run_id), continuation=continuation)
+
+
+def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord | None:
+    """Queue the `server_result` run that continues `parent_run_id`, once every result it
+    awaits was delivered (none pending, none cancelled)."""
+    parent = _require_run(tx, parent_run_id)
+    if parent.status != "awaiting":
+        return None  # still running: its own finish will continue it
+    states = _waits.states(tx, parent_run_id)
+    if states != {"delivered"}:  # still waiting, or the wait was cancelled
+        return None
+    already = tx.conn.execute(
+        select(t.runs.c.id).where(t.runs.c.parent_run_id == parent_run_id)
+    ).first()
+    if already is not None:
+        return None
+    run_id = new_id("run")
+    tx.conn.execute(
+        t.runs.insert().values(
+            id=run_id,
+            session_id=session_id,
+            kind="server_result",
+            status="queued",
+            parent_run_id=parent_run_id,
+            attempts=0,
+            created_at=tx.now,
+        )
+    )
+    tx.set_session_status(session_id, "queued")
+    return _require_run(tx, run_id)
+
+
+def cancel_runs(tx: Tx, session_id: str) -> list[str]:
+    """Stop the session's queued and running runs (the caller holds the session lock);
+    a running run's holder then loses its lease and writes nothing."""
+    ids = [
+        row.id
+        for row in tx.conn.execute(
+            select(t.runs.c.id).where(
+                t.runs.c.session_id == session_id, t.runs.c.status.in_(("queued", "running"))
+            )
+        )
+    ]
+    for run_id in ids:
+        _end(tx, run_id, "stopped", "cancelled", None)
+    return ids

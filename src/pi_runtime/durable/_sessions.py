@@ -1,0 +1,134 @@
+"""Sessions and their messages."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import select
+
+from ..exceptions import UserError
+from ..messages import Message, ToolResultMessage, message_to_dict
+from . import _rows
+from . import schema as t
+from ._tx import Tx, check_id, check_json, new_id
+from .errors import Conflict, NotFound
+from .records import SESSION_STATUSES, SessionRecord, StoredMessage
+
+
+def create_session(tx: Tx, session_id: str | None, agent: dict[str, Any] | None) -> SessionRecord:
+    sid = check_id("session id", session_id) if session_id is not None else new_id("session")
+    if agent is not None:
+        check_json("agent", agent)
+    exists = tx.conn.execute(select(t.sessions.c.id).where(t.sessions.c.id == sid)).first()
+    if exists is not None:
+        raise Conflict(f"session {sid!r} already exists")
+    tx.conn.execute(
+        t.sessions.insert().values(
+            id=sid,
+            status="idle",
+            version=1,
+            message_count=0,
+            agent=agent,
+            created_at=tx.now,
+            updated_at=tx.now,
+        )
+    )
+    return _rows.session(tx.lock_session(sid))
+
+
+def get_session(tx: Tx, session_id: str) -> SessionRecord | None:
+    row = tx.conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).one_or_none()
+    return None if row is None else _rows.session(row)
+
+
+def set_session_status(
+    tx: Tx, session_id: str, status: str, expected_version: int
+) -> SessionRecord:
+    """Compare-and-set: change the status only if the session is still at that version."""
+    if status not in SESSION_STATUSES:
+        raise UserError(f"unknown session status {status!r}; one of {', '.join(SESSION_STATUSES)}")
+    row = tx.lock_session(session_id)
+    if row.version != expected_version:
+        raise Conflict(
+            f"session {session_id!r} is at version {row.version}, not {expected_version}"
+        )
+    tx.set_session_status(session_id, status)
+    return _rows.session(tx.lock_session(session_id))
+
+
+def append_messages(
+    tx: Tx,
+    session_id: str,
+    messages: Sequence[Message],
+    *,
+    run_id: str | None = None,
+    expect_seq: int | None = None,
+) -> list[int]:
+    """Store `messages` after the session's last one; return their `seq`s.
+
+    `expect_seq` fences a stale writer: the first new message must land exactly there.
+    A tool result for a call that already has one is refused: one call, one result.
+    """
+    row = tx.lock_session(session_id)
+    start = row.message_count
+    if expect_seq is not None and expect_seq != start:
+        raise Conflict(
+            f"session {session_id!r} has {start} messages; the writer expected {expect_seq}"
+        )
+    if not messages:
+        return []
+    results = [m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)]
+    twice = sorted(k for k, n in Counter(results).items() if n > 1)
+    if twice:
+        raise Conflict(f"tool call {twice[0]!r} is given two results")
+    if results:
+        answered = tx.conn.execute(
+            select(t.messages.c.tool_call_id).where(
+                t.messages.c.session_id == session_id, t.messages.c.tool_call_id.in_(results)
+            )
+        ).first()
+        if answered is not None:
+            raise Conflict(f"tool call {answered.tool_call_id!r} already has a result")
+    tx.conn.execute(
+        t.messages.insert(),
+        [
+            {
+                "session_id": session_id,
+                "seq": start + i,
+                "role": m.role,
+                "tool_call_id": m.tool_call_id if isinstance(m, ToolResultMessage) else None,
+                "run_id": run_id,
+                "payload": message_to_dict(m),
+                "created_at": tx.now,
+            }
+            for i, m in enumerate(messages)
+        ],
+    )
+    tx.conn.execute(
+        t.sessions.update()
+        .where(t.sessions.c.id == session_id)
+        .values(message_count=start + len(messages), updated_at=tx.now)
+    )
+    return list(range(start, start + len(messages)))
+
+
+def has_result(tx: Tx, session_id: str, tool_call_id: str) -> bool:
+    return (
+        tx.conn.execute(
+            select(t.messages.c.seq).where(
+                t.messages.c.session_id == session_id, t.messages.c.tool_call_id == tool_call_id
+            )
+        ).first()
+        is not None
+    )
+
+
+def load_messages(tx: Tx, session_id: str, after_seq: int | None = None) -> list[StoredMessage]:
+    if get_session(tx, session_id) is None:
+        raise NotFound(f"no session {session_id!r}")
+    query = select(t.messages).where(t.messages.c.session_id == session_id)
+    if after_seq is not None:
+        query = query.where(t.messages.c.seq > after_seq)
+    return [_rows.message(row) for row in tx.conn.execute(query.order_by(t.messages.c.seq))]

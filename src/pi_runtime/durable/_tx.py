@@ -1,0 +1,110 @@
+"""What every store operation runs inside: one transaction, its clock, its locking style.
+
+Lock order, so PostgreSQL never deadlocks: an operation that touches a session's rows
+(session, messages, runs, waits) locks the session row first; job and outbox paths never
+wait for a session lock (claims take it with SKIP LOCKED or not at all). SQLite needs no
+row locks: every write transaction begins IMMEDIATE, one writer at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Row, Select, select
+
+from ..exceptions import UserError
+from . import schema as t
+from .errors import NotFound
+
+S = TypeVar("S", bound=Select[Any])
+
+_MAX_ID = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Tx:
+    """One open transaction of an operation.
+
+    Attributes:
+        now: the operation's single timestamp (the store's clock, read once).
+        row_locks: the backend takes row locks (`FOR UPDATE`); False on SQLite, where
+            the transaction itself is exclusive.
+    """
+
+    conn: Connection
+    now: datetime
+    row_locks: bool
+
+    # FOR NO KEY UPDATE: keys never change, so inserts whose foreign keys point at a
+    # locked row (a job enqueued into a locked session) need not wait for it.
+
+    def lock(self, stmt: S) -> S:
+        """`stmt` taking row locks, waiting for them."""
+        return stmt.with_for_update(key_share=True) if self.row_locks else stmt
+
+    def skip_locked(self, stmt: S) -> S:
+        """`stmt` taking row locks, skipping rows someone else holds."""
+        return stmt.with_for_update(key_share=True, skip_locked=True) if self.row_locks else stmt
+
+    def until(self, seconds: float) -> datetime:
+        return self.now + timedelta(seconds=seconds)
+
+    def lock_session(self, session_id: str) -> Row[Any]:
+        """The session's row, locked for the rest of the transaction (NotFound if none)."""
+        row = self.conn.execute(
+            self.lock(select(t.sessions).where(t.sessions.c.id == session_id))
+        ).one_or_none()
+        if row is None:
+            raise NotFound(f"no session {session_id!r}")
+        return row
+
+    def try_lock_session(self, session_id: str) -> Row[Any] | None:
+        """The session's row if it can be locked without waiting, else None."""
+        return self.conn.execute(
+            self.skip_locked(select(t.sessions).where(t.sessions.c.id == session_id))
+        ).one_or_none()
+
+    def set_session_status(self, session_id: str, status: str) -> None:
+        """Change a session's status (the caller holds its lock); bumps its version."""
+        self.conn.execute(
+            t.sessions.update()
+            .where(t.sessions.c.id == session_id)
+            .values(status=status, version=t.sessions.c.version + 1, updated_at=self.now)
+        )
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+def check_id(what: str, value: str) -> str:
+    """A caller-chosen id: non-empty, printable, at most 200 characters."""
+    if not isinstance(value, str) or not value or len(value) > _MAX_ID:
+        raise UserError(f"{what} must be a non-empty string of at most {_MAX_ID} characters")
+    if not value.isprintable() or value != value.strip():
+        raise UserError(f"{what} must be printable, without surrounding spaces: {value!r}")
+    return value
+
+
+def check_lease(lease_s: float) -> float:
+    if not lease_s > 0:
+        raise UserError(f"lease_s must be positive, got {lease_s!r}")
+    return float(lease_s)
+
+
+def check_json(what: str, value: Any) -> Any:
+    """`value` if it is plain JSON (no NaN or infinities, which PostgreSQL refuses)."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"{what} must be plain JSON: {exc}") from exc
+    return value
+
+
+def dumps(value: Any) -> str:
+    """The JSON serializer of both engines (same text on SQLite and PostgreSQL)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))

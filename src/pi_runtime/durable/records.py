@@ -1,0 +1,268 @@
+"""What the store hands back: plain frozen records, one per row kind, and their statuses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal, TypeAlias
+
+from ..messages import Message
+
+SessionStatus: TypeAlias = Literal[
+    "idle",  # created, no run yet
+    "queued",  # a run is queued for it
+    "running",  # a run holds it
+    "awaiting_server_tool",  # its last run ended waiting for async results
+    "completed",  # its last run completed
+    "stopped",  # its last run was stopped by a guard
+    "failed",  # its last run failed
+    "cancelled",  # waiting was cancelled; nothing is delivered after
+]
+RunKind: TypeAlias = Literal["user", "server_result"]
+# A run's status is `RunStatus` once finished, `queued` / `running` before.
+RunRecordStatus: TypeAlias = Literal[
+    "queued", "running", "completed", "stopped", "failed", "awaiting"
+]
+JobStatus: TypeAlias = Literal[
+    "queued", "running", "succeeded", "failed", "cancelled", "outcome_unknown"
+]
+WaitStatus: TypeAlias = Literal["pending", "delivered", "cancelled"]
+EventKind: TypeAlias = Literal["completed", "failed"]
+# How an outbox event ended: appended to its session, skipped as a second copy, or
+# dropped because its wait was cancelled.
+EventOutcome: TypeAlias = Literal["delivered", "duplicate", "ignored"]
+
+SESSION_STATUSES: tuple[SessionStatus, ...] = (
+    "idle",
+    "queued",
+    "running",
+    "awaiting_server_tool",
+    "completed",
+    "stopped",
+    "failed",
+    "cancelled",
+)
+# A session in one of these may take a new user run.
+SESSION_READY: frozenset[SessionStatus] = frozenset(
+    {"idle", "completed", "stopped", "failed", "cancelled"}
+)
+JOB_TERMINAL: frozenset[JobStatus] = frozenset(
+    {"succeeded", "failed", "cancelled", "outcome_unknown"}
+)
+RUN_FINAL: frozenset[RunRecordStatus] = frozenset({"completed", "stopped", "failed", "awaiting"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionRecord:
+    """A persistent conversation.
+
+    Attributes:
+        version: bumped by every status change; the compare-and-set token of
+            `set_session_status`.
+        message_count: messages stored so far; the next message gets this `seq`.
+        agent: how to rebuild the agent that continues the session (model spec, tools,
+            limits), as the caller wrote it.
+    """
+
+    id: str
+    status: SessionStatus
+    version: int
+    message_count: int
+    agent: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredMessage:
+    """A message of a session, at its place `seq`, with the run that produced it."""
+
+    seq: int
+    message: Message
+    run_id: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRecord:
+    """One run of a session: a user turn, or a continuation after delivered results.
+
+    Attributes:
+        parent_run_id: for a `server_result` run, the run that ended awaiting the results
+            it continues from (a run has at most one continuation).
+        input: what the run starts from (e.g. `{"prompt": ...}` for a user run).
+        result: the `RunResult` JSON once finished (without its messages, which are stored
+            as the session's messages).
+    """
+
+    id: str
+    session_id: str
+    kind: RunKind
+    status: RunRecordStatus
+    stop_reason: str | None
+    parent_run_id: str | None
+    input: dict[str, Any] | None
+    result: dict[str, Any] | None
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishedRun:
+    """`finish_run`'s answer: the run as stored, and the continuation it queued, if any."""
+
+    run: RunRecord
+    continuation: RunRecord | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobRecord:
+    """An async tool call executed by workers.
+
+    Attributes:
+        retry_safe: an attempt cut short may run again (the tool is idempotent); if False
+            an interrupted attempt ends `outcome_unknown`, never silently retried.
+        checkpoint: the last progress the job committed; a resumed attempt starts there.
+    """
+
+    id: str
+    session_id: str | None
+    tool_call_id: str | None
+    tool: str
+    arguments: dict[str, Any]
+    status: JobStatus
+    retry_safe: bool
+    attempts: int
+    max_attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    checkpoint: Any
+    result: Any
+    error: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def done(self) -> bool:
+        return self.status in JOB_TERMINAL
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WaitRecord:
+    """A tool call of a session waiting for a job's result.
+
+    Attributes:
+        run_id: the run that ended awaiting this result.
+        job_done: the job had already finished when this record was read (its event is
+            in the outbox and will be delivered).
+    """
+
+    session_id: str
+    tool_call_id: str
+    job_id: str
+    run_id: str | None
+    status: WaitStatus
+    event_id: int | None
+    created_at: datetime
+    resolved_at: datetime | None
+    job_done: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutboxEvent:
+    """A claimed notice that a job finished, with what delivering it needs.
+
+    `session_id` and `tool_call_id` are those of the wait (the call to answer); `result`
+    and `error` are the job's.
+    """
+
+    id: int
+    job_id: str
+    kind: EventKind
+    payload: dict[str, Any]
+    session_id: str
+    tool_call_id: str
+    wait_status: WaitStatus
+    tool: str
+    result: Any
+    error: dict[str, Any] | None
+    attempts: int
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """What `deliver` did with an event.
+
+    Attributes:
+        outcome: `delivered`, `duplicate` (already delivered or answered: skipped) or
+            `ignored` (the wait was cancelled).
+        seq: the `seq` of the appended tool message, when delivered.
+        continuation: the `server_result` run queued by this delivery, if it completed
+            the set of results its session was waiting for.
+    """
+
+    event_id: int
+    outcome: EventOutcome
+    session_id: str
+    tool_call_id: str
+    seq: int | None = None
+    continuation: RunRecord | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelResult:
+    """What `cancel_session` stopped."""
+
+    session: SessionRecord
+    waits_cancelled: tuple[str, ...]  # tool_call_ids, each answered with a `cancelled` error
+    runs_cancelled: tuple[str, ...]
+    jobs_cancelled: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRecord:
+    """A frozen, immutable copy of data (a tool's input or result), stored in pages."""
+
+    id: str
+    owner: str
+    source: str
+    locator: dict[str, Any] | None
+    version: str | None
+    digest: str
+    page_count: int
+    row_count: int | None
+    meta: dict[str, Any] | None
+    created_at: datetime
+    expires_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageRecord:
+    """One stored page (segment) of a snapshot."""
+
+    snapshot_id: str
+    seq: int
+    body: str
+    row_count: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReferenceRecord:
+    """A handle to a snapshot that tools pass instead of data; read only by its owner."""
+
+    id: str
+    owner: str
+    snapshot_id: str
+    kind: str
+    meta: dict[str, Any] | None
+    created_at: datetime
+    expires_at: datetime | None

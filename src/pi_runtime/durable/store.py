@@ -1,0 +1,246 @@
+"""`Store`: the durable state of sessions, runs, async jobs and the data plane.
+
+Every method is one transaction: it happens whole or not at all. Methods that act on
+leased work (`*_job`, `renew_run_lease`, `finish_run`) take the lease `owner` and raise
+`LeaseLost` when someone else holds it now: the caller must stop and write nothing more.
+The store is synchronous; async code calls it through `asyncio.to_thread`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from ..messages import Message, ToolResultMessage
+from .records import (
+    CancelResult,
+    Delivery,
+    FinishedRun,
+    JobRecord,
+    OutboxEvent,
+    PageRecord,
+    ReferenceRecord,
+    RunRecord,
+    SessionRecord,
+    SnapshotRecord,
+    StoredMessage,
+    WaitRecord,
+)
+
+DEFAULT_LEASE_S = 30.0
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Implemented by `SQLiteStore` and `PostgresStore`; made by `open_store(url)`."""
+
+    @property
+    def backend(self) -> str:
+        """`sqlite` or `postgresql`."""
+        ...
+
+    @property
+    def url(self) -> str:
+        """The database URL with its password masked."""
+        ...
+
+    def close(self) -> None:
+        """Release the connections."""
+
+    def migrate(self) -> list[str]:
+        """Apply the migrations the database lacks; return the names applied now."""
+        ...
+
+    def migrations(self) -> list[str]:
+        """Names of the schema migrations applied to the database, oldest first."""
+        ...
+
+    # Sessions and messages
+
+    def create_session(
+        self, session_id: str | None = None, *, agent: dict[str, Any] | None = None
+    ) -> SessionRecord:
+        """A new `idle` session (Conflict if the id is taken); `agent` says how to rebuild
+        the agent that continues it."""
+        ...
+
+    def get_session(self, session_id: str) -> SessionRecord | None: ...
+
+    def set_session_status(
+        self, session_id: str, status: str, *, expected_version: int
+    ) -> SessionRecord:
+        """Compare-and-set the status (Conflict unless the session is at that version)."""
+        ...
+
+    def cancel_session(self, session_id: str) -> CancelResult:
+        """Stop waiting: pending waits are cancelled (each awaited call answered with a
+        `cancelled` error), queued and running runs stop, unstarted jobs are cancelled.
+        Nothing is delivered to those calls afterwards."""
+        ...
+
+    def append_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        run_id: str | None = None,
+        expect_seq: int | None = None,
+    ) -> list[int]:
+        """Store messages at the end; return their `seq`s. Conflict if a tool call would
+        get a second result, or if `expect_seq` is not where they would land."""
+        ...
+
+    def load_messages(
+        self, session_id: str, *, after_seq: int | None = None
+    ) -> list[StoredMessage]: ...
+
+    # Runs
+
+    def create_run(
+        self,
+        session_id: str,
+        *,
+        input: dict[str, Any] | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> RunRecord:
+        """A user run: queued, or running under `owner`'s lease (Conflict if the session
+        is busy or awaiting)."""
+        ...
+
+    def claim_run(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> RunRecord | None:
+        """The oldest queued run (or one whose holder died), now running under a lease."""
+        ...
+
+    def renew_run_lease(
+        self, run_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> RunRecord: ...
+
+    def finish_run(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        status: str,
+        stop_reason: str | None,
+        result: dict[str, Any] | None = None,
+        messages: Sequence[Message] = (),
+        waits: Sequence[tuple[str, str]] = (),
+    ) -> FinishedRun:
+        """End a held run: append its new `messages`, register its `waits`
+        (`(tool_call_id, job_id)`, status `awaiting` only), record `result`, set the
+        session's status; queue the continuation if every awaited result already arrived."""
+        ...
+
+    def get_run(self, run_id: str) -> RunRecord | None: ...
+
+    def list_runs(self, session_id: str) -> list[RunRecord]: ...
+
+    # Jobs
+
+    def enqueue_job(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        session_id: str | None = None,
+        tool_call_id: str | None = None,
+        retry_safe: bool = True,
+        max_attempts: int = 3,
+    ) -> JobRecord:
+        """A queued job; the same (session, tool call) enqueued again returns the same job."""
+        ...
+
+    def get_job(self, job_id: str) -> JobRecord | None: ...
+
+    def list_jobs(self, session_id: str) -> list[JobRecord]: ...
+
+    def claim_job(self, owner: str, *, lease_s: float = DEFAULT_LEASE_S) -> JobRecord | None:
+        """The oldest queued job (or one whose holder died), now running under a lease.
+        An interrupted job that is not retry-safe ends `outcome_unknown` instead."""
+        ...
+
+    def renew_job_lease(
+        self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> JobRecord: ...
+
+    def checkpoint_job(
+        self, job_id: str, owner: str, checkpoint: Any, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> JobRecord:
+        """Commit progress (and renew the lease): a resumed attempt starts from here."""
+        ...
+
+    def complete_job(self, job_id: str, owner: str, result: Any) -> JobRecord:
+        """`succeeded`, with its `completed` outbox event in the same transaction."""
+        ...
+
+    def fail_job(
+        self, job_id: str, owner: str, error: dict[str, Any], *, outcome_unknown: bool = False
+    ) -> JobRecord:
+        """`failed` (or `outcome_unknown`), with its `failed` outbox event, together."""
+        ...
+
+    # Waits and the outbox
+
+    def register_wait(
+        self, session_id: str, tool_call_id: str, job_id: str, *, run_id: str | None = None
+    ) -> WaitRecord:
+        """`tool_call_id` waits for `job_id`. A job that already finished is still
+        delivered (`job_done` is then True)."""
+        ...
+
+    def list_waits(self, session_id: str) -> list[WaitRecord]: ...
+
+    def claim_outbox_event(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> OutboxEvent | None:
+        """The oldest undelivered event whose job is awaited, under a lease."""
+        ...
+
+    def deliver(self, event_id: int, message: ToolResultMessage) -> Delivery:
+        """Append the result under the awaited `tool_call_id`, mark the wait and the event,
+        and queue the `server_result` run if it was the last awaited — one transaction.
+        Second copies are skipped (`duplicate`); a cancelled wait's are `ignored`."""
+        ...
+
+    # Data plane
+
+    def put_snapshot(
+        self,
+        *,
+        owner: str,
+        source: str,
+        pages: Sequence[str],
+        page_rows: Sequence[int] | None = None,
+        locator: dict[str, Any] | None = None,
+        version: str | None = None,
+        meta: dict[str, Any] | None = None,
+        expires_at: datetime | None = None,
+    ) -> SnapshotRecord: ...
+
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None: ...
+
+    def get_page(self, snapshot_id: str, seq: int) -> PageRecord | None: ...
+
+    def create_reference(
+        self,
+        *,
+        owner: str,
+        snapshot_id: str,
+        kind: str,
+        meta: dict[str, Any] | None = None,
+        expires_at: datetime | None = None,
+    ) -> ReferenceRecord: ...
+
+    def get_reference(self, ref_id: str) -> ReferenceRecord | None: ...
+
+    def purge_expired(self) -> int:
+        """Delete expired references and snapshots; return how many went."""
+        ...
+
+    def signing_key(self, name: str) -> str:
+        """A secret shared by every process using this database, made on first use."""
+        ...
