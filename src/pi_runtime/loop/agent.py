@@ -32,7 +32,7 @@ from ..observe import (
     compute_metrics,
     default_trace_dir,
 )
-from ..tools import Gate, ToolSpec
+from ..tools import Gate, Launcher, ToolSpec
 from ._sync import run_blocking
 from .guards import Limits
 from .result import RunResult, status_of
@@ -132,23 +132,30 @@ class Agent:
 
     async def run(
         self,
-        prompt: str,
+        prompt: str | None,
         *,
         history: Sequence[Message] = (),
         session_id: str | None = None,
         next_tool_choice: str = "auto",
+        run_id: str | None = None,
+        launcher: Launcher | None = None,
         _live: asyncio.Queue[Event] | None = None,
     ) -> RunResult:
         """Run the agent on `prompt` until it answers or a guard stops it.
 
         Args:
-            prompt: the user's message.
+            prompt: the user's message; None continues `history` as it stands (e.g.
+                after a background job's result was delivered into it).
             history: earlier messages of the conversation.
             session_id: the conversation's id (feeds idempotency keys); a new one if None.
             next_tool_choice: tool choice for the first model call only.
+            run_id: the run's id (a new one if None), e.g. the id a store gave it.
+            launcher: starts jobs for background tools; without one they run inline.
         """
         self._check_tool_choice(next_tool_choice)
-        run_id = f"run-{uuid.uuid4().hex[:16]}"
+        if prompt is None and not history:
+            raise UserError("a run needs a prompt or a conversation to continue")
+        run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
         session = session_id or f"session-{uuid.uuid4().hex[:16]}"
         live = _live.put_nowait if _live is not None else None
         try:
@@ -156,7 +163,11 @@ class Agent:
         except OSError as exc:
             raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
         gate = Gate(
-            self.tools, allow=self.allow, session_id=session, retry_base_s=self.retry_base_s
+            self.tools,
+            allow=self.allow,
+            session_id=session,
+            retry_base_s=self.retry_base_s,
+            launcher=launcher,
         )
         offered = tuple(s.definition for s in gate.offered)
         runtime = runtime_block(offered, mode="tools" if offered else "chat")
@@ -176,7 +187,8 @@ class Agent:
             prompt=self.template.ref,
             state=RunState(
                 messages=tuple(history),
-                pending=(UserMessage(content=prompt),),
+                pending=(UserMessage(content=prompt),) if prompt is not None else (),
+                anchor=_last_user(history),
                 next_tool_choice=next_tool_choice,
                 turns=sum(1 for m in history if m.role == "assistant"),
             ),
@@ -253,6 +265,10 @@ class RunStream:
                 task.cancel()
 
 
+def _last_user(history: Sequence[Message]) -> int:
+    return next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), -1)
+
+
 def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
     return replace(state, phase="done", stop_reason=reason, error=detail)
 
@@ -291,5 +307,6 @@ def _finish(
         run_id=run_id,
         session_id=session_id,
         error=state.error,
+        waits=state.waits,
         events=tuple(recorder.events),
     )

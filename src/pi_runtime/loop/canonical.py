@@ -6,6 +6,8 @@ import hashlib
 import json
 from typing import Any
 
+from ..messages import parse_object
+
 
 def canonical_value(value: Any) -> Any:
     """`value` with spelling removed: keys sorted later by dumps, `1.0` → `1`, `-0.0` → `0`."""
@@ -32,6 +34,8 @@ def canonical_json(value: Any) -> str:
 
 def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:
     """Hash of a tool call. Unparseable arguments hash by their text without whitespace."""
+    if arguments is None:
+        arguments = parse_object(raw)[0]  # adapters may leave parsing to the gate
     body = canonical_json(arguments) if arguments is not None else "".join(raw.split())
     return hashlib.sha256(f"{name}\x1f{body}".encode(errors="surrogatepass")).hexdigest()[:24]
 

@@ -38,6 +38,8 @@ class RunResult:
     run_id: str
     session_id: str
     error: str | None = None
+    waits: tuple[tuple[str, str], ...] = ()
+    """(tool_call_id, job_id) of the background jobs an `awaiting` run waits for."""
     events: tuple[Event, ...] = field(default=(), repr=False)
 
     @property
@@ -62,6 +64,7 @@ class RunResult:
             "run_id": self.run_id,
             "session_id": self.session_id,
             "error": self.error,
+            "waits": [{"tool_call_id": c, "job_id": j} for c, j in self.waits],
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

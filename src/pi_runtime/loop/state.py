@@ -25,6 +25,7 @@ class RunState:
         outcomes: the last tool outcomes, for REFLECT.
         actions: canonical hashes of recent tool calls (loop detection).
         results: hashes of recent (call, result) pairs (no-progress detection).
+        waits: (tool_call_id, job_id) of calls whose results background jobs compute.
     """
 
     phase: LoopPhase = "observe"
@@ -40,6 +41,7 @@ class RunState:
     outcomes: tuple[ToolOutcome, ...] = ()
     actions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    waits: tuple[tuple[str, str], ...] = ()
     stop_reason: StopReason | None = None
     output: str | None = None
     error: str | None = None

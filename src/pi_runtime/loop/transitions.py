@@ -22,6 +22,7 @@ from ..messages import (
 from ..observe import (
     Event,
     GuardTriggered,
+    JobStarted,
     LoopPhase,
     MessageAppended,
     SecurityAudit,
@@ -117,8 +118,15 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
     actions = list(state.actions)
     results = list(state.results)
     fatal: tuple[StopReason, str] | None = None
+    waits: list[tuple[str, str]] = []
     for outcome in outcomes:
         call, message = outcome.call, outcome.message
+        if message is None:
+            # a background job computes this result; the run will wait for it
+            assert outcome.job_id is not None
+            waits.append((call.id, outcome.job_id))
+            events.append(JobStarted(tool_call_id=call.id, name=call.name, job_id=outcome.job_id))
+            continue
         for attempt in outcome.attempts:
             if attempt.retry_in_ms is not None and attempt.error is not None:
                 events.append(
@@ -158,9 +166,10 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
                 "tool_error",
                 f"{call.name}: {message.error.message if message.error else 'failed'}",
             )
-    messages = _append(state.messages, [o.message for o in outcomes], events)
+    messages = _append(state.messages, [o.message for o in outcomes if o.message], events)
     changes = {
         "messages": messages,
+        "waits": state.waits + tuple(waits),
         "outcomes": outcomes,
         "consecutive_errors": consecutive,
         "actions": tuple(actions[-_KEEP:]),
@@ -168,6 +177,10 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
     }
     if fatal is not None:
         stopped, more = finish(replace(state, **changes), *fatal)  # type: ignore[arg-type]
+        return stopped, events + more
+    if waits:
+        detail = f"waiting for {len(waits)} background job(s)"
+        stopped, more = finish(replace(state, **changes), "awaiting_tool", detail)  # type: ignore[arg-type]
         return stopped, events + more
     return _move(state, "reflect", events, **changes)
 

@@ -3,6 +3,7 @@
 from .events import (
     Event,
     GuardTriggered,
+    JobStarted,
     LoopPhase,
     MessageAppended,
     ModelDelta,
@@ -25,6 +26,7 @@ __all__ = [
     "TRACE_DIR_ENV",
     "Event",
     "GuardTriggered",
+    "JobStarted",
     "LoopPhase",
     "MessageAppended",
     "ModelDelta",

@@ -120,6 +120,16 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JobStarted:
+    """A background tool's call became a job; its result arrives in a later run."""
+
+    tool_call_id: str
+    name: str
+    job_id: str
+    kind: Literal["job_started"] = "job_started"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GuardTriggered:
     guard: str
     detail: str
@@ -168,6 +178,7 @@ Event: TypeAlias = (
     | ToolRetried
     | ToolFinished
     | GuardTriggered
+    | JobStarted
     | SecurityAudit
     | ModelDelta
     | RunFinished

@@ -1,7 +1,7 @@
 """Tools: `@tool` specs, the error classifier, and the gate every call passes."""
 
 from .classify import ErrorClass, classify
-from .gate import Attempt, Gate, ToolOutcome, idempotency_key
+from .gate import Attempt, Gate, Launcher, ToolOutcome, idempotency_key
 from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, ToolSpec, tool
 
@@ -10,6 +10,7 @@ __all__ = [
     "Attempt",
     "ErrorClass",
     "Gate",
+    "Launcher",
     "ToolOutcome",
     "ToolSpec",
     "classify",

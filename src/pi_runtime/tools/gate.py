@@ -14,7 +14,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,9 @@ from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, ToolSpec
 
 MAX_REPORTED_SCHEMA_ERRORS = 8
+
+Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[str]]
+"""(call, tool, JSON arguments, idempotency key) → job id of the started job."""
 
 
 def idempotency_key(session_id: str, tool_call_id: str) -> str:
@@ -58,17 +61,19 @@ class ToolOutcome:
     """What became of one tool call: the message for the model and how it got there."""
 
     call: ToolCall
-    message: ToolResultMessage
+    message: ToolResultMessage | None
+    """None only while a background job computes the result (`job_id` says which)."""
     error_class: ErrorClass | None
     executed: bool
     attempts: tuple[Attempt, ...] = ()
     idempotency_key: str | None = None
     result_bytes: int = 0
     result_truncated: bool = False
+    job_id: str | None = None
 
     @property
     def is_error(self) -> bool:
-        return self.message.is_error
+        return self.message is not None and self.message.is_error
 
 
 class Gate:
@@ -80,6 +85,8 @@ class Gate:
         session_id: the conversation the calls belong to (feeds idempotency keys).
         retry_base_s: first backoff delay for transient failures; doubles per attempt.
         retry_max_s: backoff cap.
+        launcher: starts a job for a background tool's call and returns its id; without
+            one, background tools run inline like any other.
     """
 
     def __init__(
@@ -91,6 +98,7 @@ class Gate:
         retry_base_s: float = 0.25,
         retry_max_s: float = 8.0,
         rng: random.Random | None = None,
+        launcher: Launcher | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.allowed = frozenset(self.tools if allow is None else allow)
@@ -98,6 +106,7 @@ class Gate:
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
         self._rng = rng or random.Random()
+        self.launcher = launcher
         self._validators = {t.name: Draft202012Validator(t.parameters) for t in tools}
 
     @property
@@ -184,6 +193,16 @@ class Gate:
                 hint_for("invalid_arguments"),
             )
         key = None if spec.idempotent else idempotency_key(self.session_id, call.id)
+        if spec.background and self.launcher is not None:
+            job_id = await self.launcher(call, spec, arguments, key)
+            return ToolOutcome(
+                call=call,
+                message=None,
+                error_class=None,
+                executed=False,
+                idempotency_key=key,
+                job_id=job_id,
+            )
         if spec.takes_idempotency_key:
             kwargs[IDEMPOTENCY_PARAM] = key
         return await self._execute(spec, call, kwargs, key)

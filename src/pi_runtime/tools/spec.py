@@ -89,6 +89,8 @@ class ToolSpec:
         timeout_s: a call running longer fails with `timeout` (None: no limit).
         retries: how many times a transient failure is retried before the model hears of it.
         max_result_bytes: results longer than this are cut, with a marker and the size.
+        background: a long tool: with a durable store, a call starts a job and the run
+            ends `awaiting`; the result reaches the conversation when the job is done.
     """
 
     name: str
@@ -103,6 +105,7 @@ class ToolSpec:
     timeout_s: float | None = 60.0
     retries: int = 2
     max_result_bytes: int = 16_000
+    background: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -127,6 +130,7 @@ def _build(
     timeout_s: float | None,
     retries: int,
     max_result_bytes: int,
+    background: bool = False,
 ) -> ToolSpec:
     if not callable(function):
         raise UserError(f"@tool needs a function, got {function!r}")
@@ -189,6 +193,7 @@ def _build(
         timeout_s=timeout_s,
         retries=retries,
         max_result_bytes=max_result_bytes,
+        background=background,
     )
 
 
@@ -206,6 +211,7 @@ def tool(
     timeout_s: float | None = 60.0,
     retries: int = 2,
     max_result_bytes: int = 16_000,
+    background: bool = False,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -220,6 +226,7 @@ def tool(
     timeout_s: float | None = 60.0,
     retries: int = 2,
     max_result_bytes: int = 16_000,
+    background: bool = False,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Turn a function into a tool; its type hints and docstring become the schema.
 
@@ -234,6 +241,7 @@ def tool(
         "timeout_s": timeout_s,
         "retries": retries,
         "max_result_bytes": max_result_bytes,
+        "background": background,
     }
     if function is not None:
         return _build(function, **options)  # type: ignore[arg-type]
