@@ -10,6 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
+from pydantic import BaseModel
+
 from ..context import (
     Budget,
     ContextBuilder,
@@ -21,6 +23,7 @@ from ..context import (
     render_system_prompt,
     runtime_block,
 )
+from ..contract import OutputContract
 from ..exceptions import UserError
 from ..messages import Message, StopReason, UserMessage
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
@@ -33,6 +36,7 @@ from ..observe import (
     default_trace_dir,
 )
 from ..tools import Gate, Launcher, ToolSpec
+from ..tools.retrieval import ToolRetriever
 from ._sync import run_blocking
 from .guards import Limits
 from .result import RunResult, status_of
@@ -55,6 +59,10 @@ class Agent:
             reserve, compression settings).
         summariser: condenses dropped turns when their digest does not fit: a callable,
             "model" to ask the agent's own model, or None to trim the digest instead.
+        output: an output contract (or a pydantic model to build one from): the final
+            answer must be a JSON object matching it; a miss is sent back for repair,
+            at most `max_repairs` times, then the run ends `contract_violation`.
+        tool_retrieval: past its threshold, offer each call only the tools it needs.
         limits: the run's guards (`Limits`); keyword shortcuts below override fields.
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
@@ -72,6 +80,8 @@ class Agent:
         prompt_template: PromptTemplate | None = None,
         budget: Budget | None = None,
         summariser: Summariser | Literal["model"] | None = None,
+        output: OutputContract | type[BaseModel] | None = None,
+        tool_retrieval: ToolRetriever | None = None,
         limits: Limits | None = None,
         max_steps: int | None = None,
         token_budget: int | None = None,
@@ -107,6 +117,17 @@ class Agent:
             if v is not None
         }
         self.limits = Limits(**{**base.to_dict(), **overrides})
+        if isinstance(output, type):
+            output = OutputContract.from_model(output)
+        self.contract = output
+        if output is not None:
+            parts = (
+                instructions
+                if isinstance(instructions, PromptParts)
+                else PromptParts(role=instructions.strip() if instructions else PromptParts().role)
+            )
+            instructions = replace(parts, output_format=output.instructions())
+        self.retriever = tool_retrieval
         self.system, self.template = render_system_prompt(
             instructions, discipline=output_discipline, template=prompt_template
         )
@@ -185,6 +206,9 @@ class Agent:
             builder=ContextBuilder(self.budget, summariser=self.summariser),
             runtime=runtime,
             prompt=self.template.ref,
+            contract=self.contract,
+            retriever=self.retriever,
+            specs=tuple(gate.offered),
             state=RunState(
                 messages=tuple(history),
                 pending=(UserMessage(content=prompt),) if prompt is not None else (),
@@ -308,5 +332,6 @@ def _finish(
         session_id=session_id,
         error=state.error,
         waits=state.waits,
+        contract_errors=state.contract_errors,
         events=tuple(recorder.events),
     )

@@ -40,6 +40,8 @@ class RunResult:
     error: str | None = None
     waits: tuple[tuple[str, str], ...] = ()
     """(tool_call_id, job_id) of the background jobs an `awaiting` run waits for."""
+    contract_errors: tuple[str, ...] = ()
+    """Why the last answer missed the output contract (`contract_violation`)."""
     events: tuple[Event, ...] = field(default=(), repr=False)
 
     @property
@@ -64,6 +66,7 @@ class RunResult:
             "run_id": self.run_id,
             "session_id": self.session_id,
             "error": self.error,
+            "contract_errors": list(self.contract_errors),
             "waits": [{"tool_call_id": c, "job_id": j} for c, j in self.waits],
         }
 

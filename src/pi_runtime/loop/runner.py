@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..context import ContextBuilder, message_text
+from ..contract import OutputContract
 from ..exceptions import ModelError
 from ..messages import AssistantMessage, Usage
 from ..models import (
@@ -17,14 +18,24 @@ from ..models import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputFormat,
     ResponseDone,
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
     ToolDefinition,
 )
-from ..observe import Event, ModelDelta, ModelFailed, ModelRequested, ModelResponded
-from ..tools import Gate
+from ..observe import (
+    ContractChecked,
+    Event,
+    ModelDelta,
+    ModelFailed,
+    ModelRequested,
+    ModelResponded,
+    ToolsSelected,
+)
+from ..tools import Gate, ToolSpec
+from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
 from .guards import Limits
 from .state import RunState
@@ -51,6 +62,9 @@ class Driver:
     builder: ContextBuilder = field(default_factory=ContextBuilder)
     runtime: str = ""
     prompt: dict[str, Any] = field(default_factory=dict)
+    contract: OutputContract | None = None
+    retriever: ToolRetriever | None = None
+    specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
 
     async def drive(self) -> RunState:
@@ -64,11 +78,10 @@ class Driver:
         deadline = (
             None if self.limits.wall_clock_s is None else loop.time() + self.limits.wall_clock_s
         )
-        tool_names = tuple(d.name for d in self.tools)
         while self.state.phase != "done":
             try:
                 async with asyncio.timeout_at(deadline):
-                    self.state = await self._advance(self.state, tool_names)
+                    self.state = await self._advance(self.state)
             except TimeoutError:
                 self.state = self._apply(
                     t.interrupted(
@@ -77,21 +90,40 @@ class Driver:
                 )
         return self.state
 
-    async def _advance(self, state: RunState, tool_names: tuple[str, ...]) -> RunState:
+    async def _advance(self, state: RunState) -> RunState:
         if state.phase == "observe":
             return self._apply(t.observe(state))
         if state.phase == "think":
-            return await self._think(state, tool_names)
+            return await self._think(state)
         if state.phase == "act":
             assert state.response is not None
             outcomes = await self.gate.run_all(state.response.tool_calls)
             return self._apply(t.act(state, outcomes))
         return self._apply(t.reflect(state, self.limits, time.perf_counter() - self.started))
 
-    async def _think(self, state: RunState, tool_names: tuple[str, ...]) -> RunState:
+    async def _offer(self, state: RunState) -> tuple[ToolDefinition, ...]:
+        """The tools this call offers: all of them, or what retrieval selected."""
+        if self.retriever is None or not self.specs:
+            return self.tools
+        query = retrieval_query(state.messages)
+        selection = await asyncio.to_thread(self.retriever.select, query, self.specs)
+        self.emit(
+            ToolsSelected(
+                turn=state.turns,
+                method=selection.method,
+                selected=selection.selected,
+                scores=selection.scores,
+                fallback_reason=selection.fallback_reason,
+            )
+        )
+        chosen = set(selection.selected)
+        return tuple(d for d in self.tools if d.name in chosen)
+
+    async def _think(self, state: RunState) -> RunState:
+        tools = await self._offer(state)
         built = await self.builder.build(
             system=self.system,
-            tools=self.tools,
+            tools=tools,
             messages=state.messages,
             anchor=state.anchor,
             runtime=self.runtime,
@@ -99,10 +131,11 @@ class Driver:
         request = ModelRequest(
             system=self.system,
             messages=built.messages,
-            tools=self.tools,
+            tools=tools,
             tool_choice=state.next_tool_choice,
             settings=self.settings,
             turn=state.turns,
+            output=self.output_format,
         )
         self.emit(
             ModelRequested(
@@ -110,7 +143,7 @@ class Driver:
                 step=state.steps + 1,
                 message_count=len(state.messages),
                 tool_choice=state.next_tool_choice,
-                tools=tool_names,
+                tools=tuple(d.name for d in tools),
                 input_tokens=built.total_tokens,
                 context=built.report(),
                 summary=built.summary,
@@ -120,7 +153,32 @@ class Driver:
         response = await self._call_model(request, state.steps + 1, built.total_tokens)
         if isinstance(response, str):
             return self._apply(t.model_failed(state, response))
-        return self._apply(t.think(state, response))
+        return self._apply(t.think(state, response, self._verdict(state, response)))
+
+    @property
+    def output_format(self) -> OutputFormat | None:
+        c = self.contract
+        return None if c is None else OutputFormat(name=c.name, schema=c.schema, strict=c.strict)
+
+    def _verdict(self, state: RunState, response: AssistantMessage) -> t.Verdict | None:
+        """The contract's verdict on a final answer (None: no contract, or tool calls)."""
+        if self.contract is None or response.tool_calls:
+            return None
+        check = self.contract.validate(response.text)
+        self.emit(
+            ContractChecked(
+                contract=self.contract.name,
+                attempt=state.repairs + 1,
+                ok=check.ok,
+                errors=check.errors,
+            )
+        )
+        return t.Verdict(
+            value=check.value,
+            errors=check.errors,
+            repair="" if check.ok else self.contract.repair_message(check),
+            max_repairs=self.contract.max_repairs,
+        )
 
     def _apply(self, step: t.Step) -> RunState:
         state, events = step

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..messages import AssistantMessage, Message, StopReason, Usage
 from ..observe import LoopPhase
@@ -42,6 +43,8 @@ class RunState:
     actions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
     waits: tuple[tuple[str, str], ...] = ()
+    repairs: int = 0
+    contract_errors: tuple[str, ...] = ()
     stop_reason: StopReason | None = None
-    output: str | None = None
+    output: Any = None
     error: str | None = None

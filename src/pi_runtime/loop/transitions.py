@@ -7,7 +7,8 @@ transition receives their results as arguments, so a trace can be re-derived exa
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any
 
 from ..messages import (
     AssistantMessage,
@@ -36,6 +37,21 @@ from .guards import Limits, check_guards
 from .state import RunState
 
 Step = tuple[RunState, list[Event]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Verdict:
+    """An output contract's verdict on a final answer, as THINK needs it."""
+
+    value: Any
+    errors: tuple[str, ...]
+    repair: str
+    max_repairs: int
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
 
 GUARDS = frozenset(
     {
@@ -87,8 +103,13 @@ def _with_phases(message: AssistantMessage) -> AssistantMessage:
     return replace(message, content=content)
 
 
-def think(state: RunState, response: AssistantMessage) -> Step:
-    """Take the model's answer: a final answer ends the run, tool calls go to ACT."""
+def think(state: RunState, response: AssistantMessage, check: Verdict | None = None) -> Step:
+    """Take the model's answer: a final answer ends the run, tool calls go to ACT.
+
+    With an output contract, `check` is the verdict on a final answer: a match ends the
+    run with the JSON object as output; a miss sends the repair message back and asks
+    again, until the contract's repairs are spent (`contract_violation`).
+    """
     events: list[Event] = []
     message = _with_phases(response)
     common = {
@@ -100,9 +121,26 @@ def think(state: RunState, response: AssistantMessage) -> Step:
         "response": message,
     }
     if not message.tool_calls:
-        return _move(
-            state, "done", events, stop_reason="final_answer", output=message.text, **common
+        if check is None:
+            return _move(
+                state, "done", events, stop_reason="final_answer", output=message.text, **common
+            )
+        if check.ok:
+            return _move(
+                state, "done", events, stop_reason="final_answer", output=check.value, **common
+            )
+        if state.repairs < check.max_repairs:
+            # the repair turn joins the conversation; the question stays the anchor
+            repair = UserMessage(content=check.repair)
+            common["messages"] = _append(common["messages"], [repair], events)  # type: ignore[arg-type]
+            # through REFLECT: a repair is a model call like any other for the guards
+            return _move(state, "reflect", events, repairs=state.repairs + 1, **common)
+        stopped, more = finish(
+            replace(state, **common, contract_errors=check.errors),  # type: ignore[arg-type]
+            "contract_violation",
+            "; ".join(check.errors),
         )
+        return stopped, events + more
     return _move(state, "act", events, **common)
 
 

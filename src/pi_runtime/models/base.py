@@ -24,6 +24,19 @@ class ToolDefinition:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """A final answer must be a JSON object matching `schema` (native structured output).
+
+    `strict` says the provider may enforce the schema while decoding; adapters without
+    structured output ignore this and rely on the instructions in the system prompt.
+    """
+
+    name: str
+    schema: dict[str, Any]
+    strict: bool = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelSettings:
     max_tokens: int | None = None
     temperature: float | None = None
@@ -40,6 +53,8 @@ class ModelRequest:
     settings: ModelSettings = field(default_factory=ModelSettings)
     turn: int | None = None
     """Number of assistant messages already in `messages`, when the caller knows it."""
+    output: OutputFormat | None = None
+    """The output contract of a final answer, for providers with structured output."""
 
     @property
     def step(self) -> int:

@@ -1,6 +1,7 @@
 """Observe: run events, JSONL traces and per-run metrics."""
 
 from .events import (
+    ContractChecked,
     Event,
     GuardTriggered,
     JobStarted,
@@ -15,6 +16,7 @@ from .events import (
     SecurityAudit,
     ToolFinished,
     ToolRetried,
+    ToolsSelected,
     Transition,
     event_to_dict,
 )
@@ -24,6 +26,7 @@ from .trace import TRACE_DIR_ENV, Recorder, TraceWriter, default_trace_dir, read
 
 __all__ = [
     "TRACE_DIR_ENV",
+    "ContractChecked",
     "Event",
     "GuardTriggered",
     "JobStarted",
@@ -39,6 +42,7 @@ __all__ = [
     "SecurityAudit",
     "ToolFinished",
     "ToolRetried",
+    "ToolsSelected",
     "TraceWriter",
     "Transition",
     "UserUpdate",

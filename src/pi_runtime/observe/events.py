@@ -130,6 +130,29 @@ class JobStarted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ContractChecked:
+    """A final answer was checked against the output contract."""
+
+    contract: str
+    attempt: int
+    ok: bool
+    errors: tuple[str, ...] = ()
+    kind: Literal["contract_check"] = "contract_check"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolsSelected:
+    """Tool retrieval chose which tools this model call offers."""
+
+    turn: int
+    method: str
+    selected: tuple[str, ...]
+    scores: dict[str, float] = field(default_factory=dict)
+    fallback_reason: str | None = None
+    kind: Literal["tool_selection"] = "tool_selection"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GuardTriggered:
     guard: str
     detail: str
@@ -178,6 +201,8 @@ Event: TypeAlias = (
     | ToolRetried
     | ToolFinished
     | GuardTriggered
+    | ContractChecked
+    | ToolsSelected
     | JobStarted
     | SecurityAudit
     | ModelDelta
