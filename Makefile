@@ -39,6 +39,9 @@ test: lint typecheck $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/pi bench loop
+	$(BIN)/pi bench context
+	$(BIN)/pi bench preamble
+	$(BIN)/pi bench qrp
 
 clean:
 	rm -rf $(VENV) .pi bench-results

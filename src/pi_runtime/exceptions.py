@@ -11,6 +11,10 @@ Hierarchy::
         ├── UnrecoverableError    the run stops with `tool_error`
         └── SecurityViolation     the run stops with `security` and an audit event
 
+Elsewhere, kept beside the code that raises them (each a `PiError`):
+`data.qrp1.QRPError` (→ `QRPEncodeError`, `QRPDecodeError`; also `ValueError`) and
+`durable.errors.StoreError` (→ `NotFound`, `Conflict`, `LeaseLost`, `StoreUnavailable`).
+
 Tools may also raise plain exceptions: the runtime classifies them (`TimeoutError`,
 `ConnectionError` are transient; `LookupError` is `not_found`; anything else is semantic).
 Runs never raise these at their caller: every ending is a `RunResult`.

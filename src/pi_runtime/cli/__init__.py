@@ -5,13 +5,19 @@ from __future__ import annotations
 import typer
 
 from .bench import bench_app
+from .qrp import qrp_app
 from .run import run_command
+from .session import session_app
 from .trace import trace_app
+from .worker import worker_command
 
 app = typer.Typer(help="Pi: a guarded agent runtime.", no_args_is_help=True, add_completion=False)
 app.command("run")(run_command)
 app.add_typer(trace_app, name="trace")
 app.add_typer(bench_app, name="bench")
+app.add_typer(qrp_app, name="qrp")
+app.command("worker")(worker_command)
+app.add_typer(session_app, name="session")
 
 
 def main() -> None:

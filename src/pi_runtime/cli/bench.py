@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from .bench_qrp import bench_qrp
+
 bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", no_args_is_help=True)
 
 
@@ -117,3 +119,6 @@ def bench_preamble(
     for name, hint in result["unavailable"].items():
         console.print(f"[yellow]{name} not measured[/]: {hint}")
     console.print("files: " + ", ".join(result["files"]))
+
+
+bench_app.command("qrp")(bench_qrp)

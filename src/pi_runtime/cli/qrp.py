@@ -1,0 +1,101 @@
+"""`pi qrp encode` / `pi qrp decode`: JSON to QRP1 and back, on stdin and stdout."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import Enum
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from ..data.qrp1 import KINDS, QRPError, decode, encode
+from ..data.qrp1.escape import json_text
+
+KindOption = Enum("KindOption", {kind: kind for kind in KINDS}, type=str)  # type: ignore[misc]
+
+qrp_app = typer.Typer(help="QRP1: compact results for the model to read.", no_args_is_help=True)
+
+
+def _fail(message: str) -> NoReturn:
+    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _stdin_text() -> str:
+    # Bytes, not text mode: text mode would turn "\r\n" into "\n" and change the data.
+    try:
+        return sys.stdin.buffer.read().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(f"stdin is not UTF-8: {exc}")
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _write(text: str) -> None:
+    sys.stdout.buffer.write(text.encode("utf-8") + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def encode_command(
+    kind: Annotated[
+        KindOption | None,
+        typer.Option("--kind", help="Shape; chosen from the value if unset."),
+    ] = None,
+    source: Annotated[
+        str | None, typer.Option("--source", help="Where the data came from.")
+    ] = None,
+    snapshot: Annotated[
+        str | None, typer.Option("--snapshot", help="Snapshot or version it was read at.")
+    ] = None,
+    range_: Annotated[str | None, typer.Option("--range", help="What the result covers.")] = None,
+    time_key: Annotated[
+        str | None, typer.Option("--time-key", help="Series: the field holding the time.")
+    ] = None,
+    t0: Annotated[
+        str | None, typer.Option("--t0", help="Series: time origin, spelled like the times.")
+    ] = None,
+    step_ms: Annotated[
+        int | None, typer.Option("--step-ms", min=1, help="Series: the fixed step in ms.")
+    ] = None,
+) -> None:
+    """Read JSON on stdin, write one QRP1 document on stdout. Exit 2 on bad input."""
+    text = _stdin_text()
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:  # JSONDecodeError, NaN, or an integer past the digit limit
+        _fail(f"stdin is not valid JSON: {exc}")
+    origin: str | int | None = t0
+    if t0 is not None and t0.lstrip("-").isdigit():
+        origin = int(t0)  # epoch milliseconds
+    try:
+        document = encode(
+            value,
+            kind=None if kind is None else kind.value,
+            source=source,
+            snapshot=snapshot,
+            range=range_,
+            time_key=time_key,
+            t0=origin,
+            step_ms=step_ms,
+        )
+    except QRPError as exc:
+        _fail(str(exc))
+    _write(document)
+
+
+def decode_command() -> None:
+    """Read one QRP1 document on stdin, write its JSON value on stdout. Exit 2 on bad input."""
+    try:
+        value = decode(_stdin_text())
+    except QRPError as exc:
+        _fail(f"not a valid QRP1 document: {exc}")
+    _write(json_text(value))
+
+
+qrp_app.command("encode")(encode_command)
+qrp_app.command("decode")(decode_command)
