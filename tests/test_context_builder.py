@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import date
 from typing import Any
 
@@ -172,10 +172,9 @@ def test_rewritten_history_is_recounted_from_the_first_changed_message() -> None
     messages = conversation(3, n_rows=5)
     build(builder, messages)
     counter.texts.clear()
-    rewritten = list(messages)
-    original = messages[3]
-    assert isinstance(original, AssistantMessage)
-    rewritten[3] = AssistantMessage(content=original.content)  # equal, but another object
+    # history edited from index 3 on (equal messages, but other objects); the builder
+    # notices its last counted message changed and recounts from the first difference
+    rewritten = list(messages[:3]) + [replace(m) for m in messages[3:]]
     build(builder, rewritten)
     assert counter.texts == [message_text(m) for m in rewritten[3:]]
     counter.texts.clear()

@@ -173,18 +173,26 @@ class ContextBuilder:
         self.summariser = summariser
         self._counts: list[int] = []
         self._seen: list[Message] = []
+        self._sums: list[int] = [0]  # prefix sums of _counts: any total is O(1)
         self._fixed: dict[str, int] = {}
         self._summaries: dict[int, str] = {}
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
-        for i in range(len(self._counts)):
-            if i >= len(messages) or messages[i] is not self._seen[i]:
-                del self._counts[i:], self._seen[i:]  # history was rewritten: recount from here
-                break
+        known = len(self._counts)
+        if known and (known > len(messages) or messages[known - 1] is not self._seen[known - 1]):
+            # not an extension of what was counted: find where the history changed
+            for i in range(min(known, len(messages))):
+                if messages[i] is not self._seen[i]:
+                    break
+            else:
+                i = min(known, len(messages))
+            del self._counts[i:], self._seen[i:], self._sums[i + 1 :]
         for message in messages[len(self._counts) :]:
-            self._counts.append(self.counter(message_text(message)) + MESSAGE_OVERHEAD)
+            size = self.counter(message_text(message)) + MESSAGE_OVERHEAD
+            self._counts.append(size)
             self._seen.append(message)
+            self._sums.append(self._sums[-1] + size)
         return self._counts
 
     def _fixed_count(self, key: str, text: str) -> int:
@@ -221,9 +229,8 @@ class ContextBuilder:
                 else 0
             ),
         }
-        context_ids = [i for i in range(len(messages)) if i != anchor]
         available = self.budget.context_window - self.budget.output_reserve - sum(layers.values())
-        context_tokens = sum(counts[i] for i in context_ids)
+        context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)
         out = list(messages)
         if anchor >= 0 and runtime:
             user = messages[anchor]
