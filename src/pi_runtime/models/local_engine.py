@@ -1,0 +1,269 @@
+"""llama-cpp-python in-process: one loaded model per file, grammar-constrained decoding.
+
+Decoding runs its own sampling loop rather than llama-cpp-python's: llama.cpp's grammar
+sampler checks every token of the vocabulary — Gemma has 262,144 — for each token written.
+The loop asks the grammar about the 64 likeliest tokens (plus the end-of-generation ones)
+and about the whole vocabulary only when none of them fits: the same greedy choices,
+about 2.5 times as fast here (29 against 12 tokens/s on two busy cores).
+"""
+
+from __future__ import annotations
+
+import atexit
+import codecs
+import ctypes
+import importlib
+import json
+import math
+import random
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..exceptions import ModelError
+from .base import ToolChoice, ToolDefinition
+from .local_prompt import inline_refs, reply_schema
+
+__all__ = ["Decoded", "Engine", "engine_for", "grammar_from_schema", "reply_grammar"]
+
+INSTALL_HINT = "pip install 'pi-runtime[local]'"
+TOP_CANDIDATES = 64
+REPEAT_PENALTY = 1.1
+REPEAT_WINDOW = 64
+"""Like llama.cpp's default: tokens of the last 64 written lose some weight, which keeps a
+tiny model from looping inside a string (`"00:00:00:00…"`) until the output limit."""
+_TOKEN_DTYPE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
+
+_engines: dict[tuple[Path, int], Engine] = {}
+_engines_lock = threading.Lock()
+
+
+def llama_module() -> Any:
+    """`llama_cpp`, or a `ModelError` saying how to install it."""
+    try:
+        return importlib.import_module("llama_cpp")
+    except ImportError:
+        raise ModelError(f"the local model needs llama-cpp-python: {INSTALL_HINT}") from None
+
+
+def reply_grammar(tools: Sequence[ToolDefinition], choice: ToolChoice) -> str:
+    """The grammar of a reply (see `reply_schema`).
+
+    A tool whose schema uses what the converter cannot express (`not`, a dangling
+    `$ref`) gets any JSON object as its arguments here; the gate still validates them.
+    """
+    usable = []
+    for definition in tools:
+        try:
+            grammar_from_schema(inline_refs(definition.parameters))
+        except Exception:  # the converter fails by assertion on what it cannot express
+            definition = replace(definition, parameters={"type": "object"})
+        usable.append(definition)
+    return grammar_from_schema(reply_schema(usable, choice))
+
+
+def grammar_from_schema(schema: dict[str, Any]) -> str:
+    """A GBNF grammar for JSON matching `schema`, with raw control characters kept out
+    of strings (llama-cpp-python's converter lets them in, and JSON forbids them)."""
+    converter = importlib.import_module("llama_cpp.llama_grammar")
+    grammar: str = converter.json_schema_to_gbnf(json.dumps(schema))
+    return grammar.replace('char ::= [^"\\\\] |', 'char ::= [^"\\\\\\x7F\\x00-\\x1F] |')
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decoded:
+    """Token counts of one reply: `cached` prompt tokens were reused from the last call."""
+
+    prompt_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    cut: bool
+
+
+def engine_for(path: Path, *, n_ctx: int) -> Engine:
+    """The process's engine for `path`, loading the model on first use."""
+    with _engines_lock:
+        engine = _engines.get((path, n_ctx))
+        if engine is None:
+            if not _engines:
+                atexit.register(_close_engines)
+            engine = _engines[path, n_ctx] = Engine(path, n_ctx=n_ctx)
+        return engine
+
+
+def _close_engines() -> None:
+    """Free the models at exit, while llama.cpp's bindings still exist: left to the
+    garbage collector, `Llama.__del__` runs after them and prints a TypeError."""
+    with _engines_lock:
+        for engine in _engines.values():
+            engine.llm.close()
+        _engines.clear()
+
+
+class Engine:
+    """A loaded GGUF model; one reply decodes at a time."""
+
+    def __init__(self, path: Path, *, n_ctx: int) -> None:
+        llama_cpp = llama_module()
+        _quiet_logs(llama_cpp)
+        try:
+            self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, verbose=False)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelError(f"cannot load the local model {path}: {exc}") from exc
+        self.lib = llama_cpp
+        self.label = f"local:{path.stem}"
+        """What answers record as their model; `local:` tells history who wrote them."""
+        self.vocab = llama_cpp.llama_model_get_vocab(self.llm.model)
+        self.n_vocab = int(self.llm.n_vocab())
+        self.n_ctx = int(self.llm.n_ctx())
+        self.end_tokens = sorted(
+            {int(llama_cpp.llama_vocab_eos(self.vocab)), int(llama_cpp.llama_vocab_eot(self.vocab))}
+            - {-1}
+        )
+        self.lock = threading.Lock()
+
+    def decode(
+        self,
+        prompt: str,
+        grammar: str,
+        *,
+        max_tokens: int,
+        temperature: float,
+        seed: int,
+        on_text: Callable[[str], None],
+        stop: threading.Event,
+    ) -> Decoded:
+        """Write a reply to `prompt` under `grammar`, passing its text on as it comes."""
+        with self.lock:
+            tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+            if len(tokens) + max_tokens > self.n_ctx:
+                raise ModelError(
+                    f"the conversation takes {len(tokens)} tokens plus {max_tokens} for the "
+                    f"reply, more than the local model's context of {self.n_ctx}; shorten it "
+                    "or use a provider with a larger context"
+                )
+            sampler = self.lib.llama_sampler_init_grammar(
+                self.vocab, grammar.encode("utf-8"), b"root"
+            )
+            if not sampler:
+                raise ModelError("the reply grammar built from the tool schemas is invalid")
+            try:
+                cached = self._feed_prompt(tokens)
+                produced, cut = self._sample(
+                    sampler, max_tokens, temperature, random.Random(seed), on_text, stop
+                )
+            finally:
+                self.lib.llama_sampler_free(sampler)
+        return Decoded(
+            prompt_tokens=len(tokens), cached_tokens=cached, output_tokens=produced, cut=cut
+        )
+
+    def _feed_prompt(self, tokens: list[int]) -> int:
+        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
+        held = self.llm.input_ids[: self.llm.n_tokens].tolist()
+        same = 0
+        for a, b in zip(held, tokens, strict=False):
+            if a != b:
+                break
+            same += 1
+        reuse = min(same, len(tokens) - 1)  # the last token is re-evaluated for its logits
+        self.llm.n_tokens = reuse
+        self.llm.eval(tokens[reuse:])
+        return reuse
+
+    def _sample(
+        self,
+        sampler: Any,
+        max_tokens: int,
+        temperature: float,
+        rng: random.Random,
+        on_text: Callable[[str], None],
+        stop: threading.Event,
+    ) -> tuple[int, bool]:
+        lib = self.lib
+        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        recent: list[int] = []
+        produced = 0
+        while produced < max_tokens:
+            if stop.is_set():  # abandoned: whatever was written is incomplete
+                return produced, True
+            logits = np.ctypeslib.as_array(
+                lib.llama_get_logits_ith(self.llm.ctx, -1), shape=(self.n_vocab,)
+            )
+            if recent:
+                logits = logits.copy()  # the view is llama.cpp's own buffer
+                seen = np.array(sorted(set(recent)))
+                logits[seen] = np.where(
+                    logits[seen] > 0, logits[seen] / REPEAT_PENALTY, logits[seen] * REPEAT_PENALTY
+                )
+            token = self._pick(sampler, logits, TOP_CANDIDATES, temperature, rng)
+            if token is None:
+                token = self._pick(sampler, logits, self.n_vocab, temperature, rng)
+            if token is None:
+                raise ModelError("the local model found no token the reply grammar allows")
+            lib.llama_sampler_accept(sampler, token)
+            if lib.llama_vocab_is_eog(self.vocab, token):
+                return produced, False
+            produced += 1
+            recent = [*recent[-(REPEAT_WINDOW - 1) :], token]
+            piece = utf8.decode(self.llm.detokenize([token]))
+            if piece:
+                on_text(piece)
+            self.llm.eval([token])
+        return produced, True
+
+    def _pick(
+        self, sampler: Any, logits: Any, count: int, temperature: float, rng: random.Random
+    ) -> int | None:
+        """The token to emit among the `count` likeliest that the grammar allows."""
+        if count >= self.n_vocab:
+            ids = np.argsort(-logits)
+        else:
+            top = np.argpartition(logits, -count)[-count:]
+            ids = np.unique(np.concatenate([top, np.array(self.end_tokens, dtype=top.dtype)]))
+            ids = ids[np.argsort(-logits[ids])]
+        candidates = np.zeros(len(ids), dtype=_TOKEN_DTYPE)
+        candidates["id"] = ids
+        candidates["logit"] = logits[ids]
+        array = self.lib.llama_token_data_array(
+            data=candidates.ctypes.data_as(ctypes.POINTER(self.lib.llama_token_data)),
+            size=len(ids),
+            selected=-1,
+            sorted=True,
+        )
+        self.lib.llama_sampler_apply(sampler, ctypes.byref(array))
+        allowed = candidates[np.isfinite(candidates["logit"])]
+        if len(allowed) == 0:
+            return None
+        if temperature <= 0:
+            return int(allowed["id"][0])
+        scaled = (allowed["logit"] - allowed["logit"][0]) / temperature
+        weights = [math.exp(float(x)) for x in scaled]
+        return int(rng.choices(allowed["id"].tolist(), weights=weights)[0])
+
+
+_log_callback: Any = None
+
+
+def _quiet_logs(llama_cpp: Any) -> None:
+    """Let only llama.cpp's errors reach stderr: `verbose=False` still prints its notes."""
+    global _log_callback
+    if _log_callback is not None:
+        return
+    import sys
+
+    error_level = 3
+
+    @llama_cpp.llama_log_callback  # type: ignore[untyped-decorator]
+    def callback(level: int, text: bytes, _user: Any) -> None:
+        message = text.decode("utf-8", "replace")
+        # llama.cpp logs its choice of a full-size sliding-window cache at error level.
+        if level == error_level and "full-size SWA cache" not in message:
+            sys.stderr.write(message)
+
+    _log_callback = callback  # keep a reference: ctypes would free the callback
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
