@@ -669,3 +669,36 @@ def test_an_agent_run_over_http_calls_the_tool_and_records_usage(
         if '"model_response"' in line
     ]
     assert recorded[0]["raw"]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.slow
+def test_pi_run_with_base_url_uses_the_server(server_url: str, tmp_path: Path) -> None:
+    pi = Path(sys.executable).parent / "pi"
+    done = subprocess.run(
+        [
+            str(pi),
+            "run",
+            "北京今天天气怎么样？",
+            "--base-url",
+            server_url,
+            "--tools",
+            "examples.weather.tools:TOOLS",
+            "--tool-choice",
+            "get_weather",
+            "--max-steps",
+            "1",
+            "--trace-dir",
+            str(tmp_path),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode in (0, 1), done.stderr
+    result = json.loads(done.stdout)
+    assert result["steps"] == 1
+    first = result["messages"][1]
+    assert [b["name"] for b in first["content"] if b["kind"] == "tool_call"] == ["get_weather"]

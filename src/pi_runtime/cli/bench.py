@@ -122,3 +122,51 @@ def bench_preamble(
 
 
 bench_app.command("qrp")(bench_qrp)
+
+
+@bench_app.command("jobs")
+def bench_jobs(
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Background jobs per row.")] = 200,
+    workers: Annotated[
+        str, typer.Option("--workers", help="Comma-separated worker process counts.")
+    ] = "1,4",
+    backends: Annotated[
+        str, typer.Option("--backends", help="Comma-separated: sqlite, postgresql.")
+    ] = "sqlite,postgresql",
+    faults: Annotated[
+        bool, typer.Option("--faults/--no-faults", help="Add a pass with workers SIGKILLed.")
+    ] = True,
+    pg_url: Annotated[
+        str | None,
+        typer.Option("--pg-url", help="A PostgreSQL server to use (default: start a temp one)."),
+    ] = None,
+    out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON.")] = Path(
+        "bench-results"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
+) -> None:
+    """Async tool delivery: throughput and completion → continuation latency, with 1 and 4
+    workers on SQLite and PostgreSQL, and a pass with workers SIGKILLed."""
+    from ..bench.jobs import BACKENDS, measure
+    from ..bench.report import print_table, write_files
+
+    try:
+        counts = tuple(int(w) for w in workers.split(","))
+        names = tuple(b.strip() for b in backends.split(","))
+        if any(c < 1 for c in counts) or not set(names) <= set(BACKENDS):
+            raise ValueError
+    except ValueError:
+        Console(stderr=True).print(
+            f"[red]error:[/] --workers takes counts >= 1 and --backends {', '.join(BACKENDS)}"
+        )
+        raise typer.Exit(2) from None
+    result = measure(jobs=jobs, workers=counts, backends=names, faults=faults, pg_url=pg_url)
+    result["files"] = [str(p) for p in write_files(result, out)]
+    if as_json:
+        typer.echo(json.dumps(result, ensure_ascii=False))
+        return
+    console = Console()
+    print_table(result, console, "async tool delivery (completion → continuation latency)")
+    for name, hint in result["unavailable"].items():
+        console.print(f"[yellow]{name} not measured[/]: {hint}")
+    console.print("files: " + ", ".join(result["files"]))

@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
+from ..durable import Conflict, StoreError
+from ..durable.recipe import Recipe
+from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
-from ..loop import Agent, RunResult, run_blocking
+from ..loop import Agent, Limits, RunResult, run_blocking
+from ..models import resolve_model
+from ..observe import Event
 from .loading import load_tools
 from .progress import render_progress
+from .session import open_db
 
 EXIT_CODES = {"completed": 0, "awaiting": 3}
 
@@ -36,8 +46,13 @@ def run_command(
     timeout: Annotated[
         float | None, typer.Option("--timeout", min=0.001, help="Seconds allowed.")
     ] = None,
-    session: Annotated[str | None, typer.Option("--session", help="Conversation id.")] = None,
-    db: Annotated[str | None, typer.Option("--db", help="Store URL for sessions.")] = None,
+    session: Annotated[
+        str | None, typer.Option("--session", help="Continue (or start) this persistent session.")
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Store of sessions (default $PI_DB, sqlite:///.pi/pi.db)."),
+    ] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")
     ] = None,
@@ -51,18 +66,37 @@ def run_command(
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
     err = Console(stderr=True)
+    if session is not None or db is not None:
+        if session is None:
+            err.print("[red]error:[/] --db is the store of sessions: add --session ID")
+            raise typer.Exit(2)
+        limits = {
+            k: v
+            for k, v in (
+                ("max_steps", max_steps),
+                ("token_budget", token_budget),
+                ("wall_clock_s", timeout),
+            )
+            if v is not None
+        }
+        code = _run_in_session(
+            prompt,
+            session,
+            db,
+            model=model,
+            base_url=base_url,
+            tools=tools or [],
+            limits=limits,
+            trace_dir=trace_dir,
+            tool_choice=tool_choice,
+            as_json=as_json,
+            err=err,
+        )
+        raise typer.Exit(code)
     try:
-        if db is not None:
-            raise UserError(
-                "--db needs the durable store, which this version of Pi does not include yet"
-            )
-        if base_url is not None:
-            raise UserError(
-                "--base-url needs the OpenAI-compatible provider, not in this version of Pi yet"
-            )
         specs = [s for spec in tools or [] for s in load_tools(spec)]
         agent = Agent(
-            model,
+            resolve_model(model, base_url=base_url),
             tools=specs,
             max_steps=max_steps,
             token_budget=token_budget,
@@ -97,3 +131,89 @@ async def _run_with_progress(
             render_progress(event, err)
     assert stream.result is not None
     return stream.result
+
+
+def _run_in_session(
+    prompt: str,
+    session_id: str,
+    db: str | None,
+    *,
+    model: str | None,
+    base_url: str | None,
+    tools: list[str],
+    limits: dict[str, Any],
+    trace_dir: Path | None,
+    tool_choice: str,
+    as_json: bool,
+    err: Console,
+) -> int:
+    """One turn of a persistent session; the exit code. A session keeps the agent it was
+    started with; limits given now apply to this turn."""
+    store = open_db(db)
+    try:
+        fresh = Recipe.here(model=model, tools=tools, limits=Limits(**limits), base_url=base_url)
+        named = model is not None or bool(tools) or base_url is not None
+        _, recipe = open_session(store, session_id, fresh, same_agent=named)
+        agent = recipe.build_agent(trace_dir=trace_dir, limits=limits)
+        agent._check_tool_choice(tool_choice)
+        on_event = None if as_json else _progress(err)
+        owner = f"cli-{socket.gethostname()}-{os.getpid()}"
+        # stdout must hold the RunResult alone: whatever tools print goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            turn = run_blocking(
+                run_turn(
+                    store,
+                    session_id,
+                    prompt,
+                    agent=agent,
+                    owner=owner,
+                    job_max_attempts=recipe.job_max_attempts,
+                    on_event=on_event,
+                )
+            )
+    except Conflict as exc:
+        status = store.get_session(session_id)
+        hint = (
+            "; `pi worker` delivers the results it waits for, `pi session cancel` stops waiting"
+            if status is not None and status.status == "awaiting_server_tool"
+            else ""
+        )
+        err.print(f"[red]error:[/] {escape(str(exc))}{hint}", highlight=False)
+        return 2
+    except UserError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        store.cancel_session(session_id)
+        err.print(f"interrupted: session {session_id} cancelled")
+        return 130
+    except StoreError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        return 1
+    finally:
+        store.close()
+    result = turn.result
+    if as_json:
+        typer.echo(result.to_json())
+    else:
+        if result.output is not None:
+            typer.echo(result.output)
+        elif result.status == "awaiting":
+            jobs = ", ".join(job for _, job in result.waits)
+            err.print(
+                f"awaiting {len(result.waits)} background job(s): {jobs}; "
+                "`pi worker` runs them and continues the session",
+                highlight=False,
+            )
+        elif result.error:
+            err.print(f"[red]{result.stop_reason}[/]: {escape(result.error)}", highlight=False)
+        err.print(f"[dim]session {session_id} · trace: {result.trace}[/]", highlight=False)
+    return EXIT_CODES.get(result.status, 1)
+
+
+def _progress(err: Console) -> Callable[[Event], None]:
+    def show(event: Event) -> None:
+        if event.kind != "model_delta":
+            render_progress(event, err)
+
+    return show

@@ -3,11 +3,17 @@ snapshots and references — on SQLite (one file) or PostgreSQL (many workers).
 
     store = open_store("sqlite:///.pi/pi.db")          # or "postgresql://user@host/db"
     session = store.create_session()
+
+Sessions run turns (`run_turn`); a background tool's call becomes a job that a `Worker`
+runs (checkpointing through `checkpoint()`), delivers under the original tool_call_id and
+continues with a `server_result` run — each step one transaction, exactly once.
 """
 
 from .backends import PostgresStore, SQLiteStore, open_store
 from .errors import Conflict, LeaseLost, NotFound, StoreError, StoreUnavailable
 from .migrations import MIGRATIONS, Migration
+from .progress import Checkpoint, checkpoint
+from .recipe import Recipe
 from .records import (
     JOB_TERMINAL,
     SESSION_READY,
@@ -32,7 +38,10 @@ from .records import (
     WaitRecord,
     WaitStatus,
 )
+from .sessions import SessionTurn, drive, open_session, run_turn
 from .store import DEFAULT_LEASE_S, Store
+from .views import session_view
+from .worker import Worker, WorkerStats
 
 __all__ = [
     "DEFAULT_LEASE_S",
@@ -41,6 +50,7 @@ __all__ = [
     "SESSION_READY",
     "SESSION_STATUSES",
     "CancelResult",
+    "Checkpoint",
     "Conflict",
     "Delivery",
     "EventKind",
@@ -54,6 +64,7 @@ __all__ = [
     "OutboxEvent",
     "PageRecord",
     "PostgresStore",
+    "Recipe",
     "ReferenceRecord",
     "RunKind",
     "RunRecord",
@@ -61,6 +72,7 @@ __all__ = [
     "SQLiteStore",
     "SessionRecord",
     "SessionStatus",
+    "SessionTurn",
     "SnapshotRecord",
     "Store",
     "StoreError",
@@ -68,5 +80,12 @@ __all__ = [
     "StoredMessage",
     "WaitRecord",
     "WaitStatus",
+    "Worker",
+    "WorkerStats",
+    "checkpoint",
+    "drive",
+    "open_session",
     "open_store",
+    "run_turn",
+    "session_view",
 ]

@@ -1,0 +1,134 @@
+"""`pi session show|cancel`: look into a persistent session, or stop its waiting."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..durable import NotFound, Store, StoreError, open_store
+from ..durable.views import session_view
+from ..exceptions import UserError
+
+DEFAULT_DB = "sqlite:///.pi/pi.db"
+DB_ENV = "PI_DB"
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help=f"Store URL: sqlite:///PATH or postgresql://… (default ${DB_ENV}, {DEFAULT_DB}).",
+    ),
+]
+
+session_app = typer.Typer(
+    help="Persistent sessions: show one, or cancel what it waits for.", no_args_is_help=True
+)
+
+
+def db_url(given: str | None) -> str:
+    """The store URL: `--db`, else `$PI_DB`, else a SQLite file under `.pi/`."""
+    return given or os.environ.get(DB_ENV) or DEFAULT_DB
+
+
+def open_db(given: str | None) -> Store:
+    """The store, or exit 2 saying why it cannot be opened."""
+    try:
+        return open_store(db_url(given))
+    except UserError as exc:
+        fail(str(exc))
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(code)
+
+
+@session_app.command("show")
+def show(
+    session_id: Annotated[str, typer.Argument(help="The session's id.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Show a session: its status, messages (tool results with their call id) and runs."""
+    store = open_db(db)
+    try:
+        view = session_view(store, session_id)
+    except NotFound as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(str(exc), 1)
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(json.dumps(view, ensure_ascii=False))
+        return
+    console = Console()
+    console.print(f"session [bold]{escape(session_id)}[/]: {view['status']}", highlight=False)
+    for m in view["messages"]:
+        console.print(f"  {m['seq']:>3} {_line(m)}", highlight=False)
+    table = Table("run", "kind", "status", "stop reason", "attempts")
+    for run in view["runs"]:
+        table.add_row(
+            run["run_id"],
+            run["kind"],
+            run["status"],
+            run["stop_reason"] or "",
+            str(run["attempts"]),
+        )
+    console.print(table)
+
+
+def _line(message: dict[str, object]) -> str:
+    role = message["role"]
+    if role == "tool":
+        mark = "✗" if message.get("is_error") else "→"
+        text = " ⏎ ".join(str(message.get("content", "")).splitlines())
+        return escape(f"tool {mark} {message['tool_call_id']}: {text[:120]}")
+    if role == "assistant":
+        parts = []
+        for block in message.get("content") or []:  # type: ignore[attr-defined]
+            if block.get("kind") == "text":
+                parts.append(block["text"][:100])
+            elif block.get("kind") == "tool_call":
+                parts.append(f"{block['name']}({block['raw'][:60]}) [{block['id']}]")
+        return escape("assistant: " + " · ".join(parts))
+    return escape(f"{role}: {str(message.get('content', ''))[:100]}")
+
+
+@session_app.command("cancel")
+def cancel(
+    session_id: Annotated[str, typer.Argument(help="The session's id.")],
+    db: DbOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Stop waiting: awaited calls get a `cancelled` result; nothing is delivered after."""
+    store = open_db(db)
+    try:
+        done = store.cancel_session(session_id)
+    except NotFound as exc:
+        fail(str(exc))
+    except StoreError as exc:
+        fail(str(exc), 1)
+    finally:
+        store.close()
+    data = {
+        "session_id": session_id,
+        "status": done.session.status,
+        "waits_cancelled": list(done.waits_cancelled),
+        "runs_cancelled": list(done.runs_cancelled),
+        "jobs_cancelled": list(done.jobs_cancelled),
+    }
+    if as_json:
+        typer.echo(json.dumps(data, ensure_ascii=False))
+        return
+    Console(stderr=True).print(
+        f"session {escape(session_id)} cancelled: {len(done.waits_cancelled)} wait(s), "
+        f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
+        highlight=False,
+    )

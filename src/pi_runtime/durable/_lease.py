@@ -1,0 +1,101 @@
+"""Holding a lease while work runs: renew it in the background, notice when it is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import threading
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, TypeVar
+
+from .errors import LeaseLost, StoreError
+
+T = TypeVar("T")
+log = logging.getLogger("pi_runtime.durable")
+
+# A lease is renewed this many times per period: one slow renewal never loses it.
+_RENEWALS_PER_LEASE = 3
+# Renew "releases" a lease by letting it expire at once: the next claimer takes over.
+RELEASE_S = 1e-6
+
+
+class Heartbeat:
+    """Renews a lease every third of its length until the block ends.
+
+    `lost` turns True when the store says someone else holds the lease, or when renewals
+    kept failing for a whole lease period; `on_lost` is then called once (e.g. to cancel
+    the work, which must not write anything more).
+    """
+
+    def __init__(
+        self, renew: Callable[[], Any], lease_s: float, on_lost: Callable[[], object] | None = None
+    ) -> None:
+        self._renew = renew
+        self._lease_s = lease_s
+        self._on_lost = on_lost
+        self._task: asyncio.Task[None] | None = None
+        self.lost = False
+
+    async def __aenter__(self) -> Heartbeat:
+        self._task = asyncio.create_task(self._beat())
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _beat(self) -> None:
+        loop = asyncio.get_running_loop()
+        last_ok = loop.time()
+        while True:
+            await asyncio.sleep(self._lease_s / _RENEWALS_PER_LEASE)
+            try:
+                await asyncio.to_thread(self._renew)
+                last_ok = loop.time()
+            except LeaseLost:
+                break
+            except StoreError as exc:
+                log.warning("renewing a lease failed: %s", exc)
+                if loop.time() - last_ok < self._lease_s:
+                    continue
+                break
+        self.lost = True
+        if self._on_lost is not None:
+            self._on_lost()
+
+
+async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
+    """`function(**kwargs)` in a thread of its own that never delays the process's exit
+    (unlike `asyncio.to_thread`, whose pool is joined at exit): a stuck tool cannot hold
+    a draining worker. The caller's context variables are visible in the thread."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = context.run(function, **kwargs)
+        except BaseException as exc:  # delivered to the awaiting task, whatever it is
+            outcome: tuple[Any, BaseException | None] = (None, exc)
+        else:
+            outcome = (value, None)
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=target, name="pi-tool", daemon=True).start()
+    return await future

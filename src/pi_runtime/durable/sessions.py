@@ -1,0 +1,249 @@
+"""Running an agent inside a persistent session, by the store's protocol.
+
+A turn: `create_run` under a lease (or a run a worker claimed) → load the conversation →
+`Agent.run` with a launcher that enqueues background calls as jobs → `finish_run` with
+the new messages and the waits, in one transaction. The lease is renewed while the agent
+works; a run whose lease was lost writes nothing (another holder redoes it).
+
+    store = open_store("sqlite:///.pi/pi.db")
+    session, recipe = open_session(store, "s1", Recipe.here(model="scripted:run.json"))
+    turn = run_blocking(run_turn(store, "s1", "hello", agent=recipe.build_agent(),
+                                 owner="cli-1"))
+    turn.result.status   # "awaiting" when a background job must finish first
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..exceptions import UserError
+from ..loop import Agent, RunResult
+from ..messages import AssistantMessage, Message, ToolCall, ToolErrorInfo, ToolResultMessage
+from ..observe import Event
+from ..tools import Launcher, ToolSpec
+from ._lease import Heartbeat
+from .errors import Conflict, LeaseLost
+from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe
+from .records import RunRecord, SessionRecord
+from .store import DEFAULT_LEASE_S, Store
+
+EventSink = Callable[[Event], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionTurn:
+    """A finished run of a session.
+
+    Attributes:
+        run: the run as stored after `finish_run`.
+        result: what the agent returned (its messages are the whole conversation).
+        continuation: the `server_result` run queued at once, when every awaited result
+            had already arrived by the time the run finished.
+    """
+
+    run: RunRecord
+    result: RunResult
+    continuation: RunRecord | None
+
+
+def open_session(
+    store: Store, session_id: str, recipe: Recipe | None = None, *, same_agent: bool = True
+) -> tuple[SessionRecord, Recipe]:
+    """The session and its stored recipe; created with `recipe` if it does not exist.
+
+    A session keeps the agent it was created with (its workers rebuild that one): with
+    `same_agent`, a recipe naming another model, tools or server is a UserError.
+    """
+    session = store.get_session(session_id)
+    if session is None:
+        wanted = recipe or Recipe.here()
+        try:
+            session = store.create_session(session_id, agent=wanted.to_dict())
+        except Conflict:  # created meanwhile by another process: use that one
+            session = store.get_session(session_id)
+            if session is None:
+                raise
+    stored = Recipe.from_dict(session.agent)
+    if recipe is not None and same_agent and _agent_of(recipe) != _agent_of(stored):
+        raise UserError(
+            f"session {session_id!r} runs model {stored.model or 'local'!r} with tools "
+            f"{list(stored.tools)}; a session keeps its agent: start a new session to change it"
+        )
+    return session, stored
+
+
+def _agent_of(recipe: Recipe) -> tuple[Any, ...]:
+    return (recipe.model, recipe.tools, recipe.base_url)
+
+
+def store_launcher(
+    store: Store,
+    run: RunRecord,
+    owner: str,
+    *,
+    lease_s: float = DEFAULT_LEASE_S,
+    max_attempts: int = DEFAULT_JOB_ATTEMPTS,
+) -> Launcher:
+    """Starts a background call of `run` as a job of its session (the same call → the
+    same job).
+
+    The run's lease is renewed first: a run that was cancelled, or taken over by another
+    worker, starts no job. A call that is not idempotent is not retry-safe: if its
+    worker dies mid-call, the job ends `outcome_unknown` instead of running again.
+    """
+
+    def enqueue(call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> str:
+        store.renew_run_lease(run.id, owner, lease_s=lease_s)
+        job = store.enqueue_job(
+            spec.name,
+            arguments,
+            session_id=run.session_id,
+            tool_call_id=call.id,
+            retry_safe=spec.idempotent,
+            max_attempts=max_attempts,
+        )
+        return job.id
+
+    async def launch(
+        call: ToolCall, spec: ToolSpec, arguments: dict[str, Any], key: str | None
+    ) -> str:
+        return await asyncio.to_thread(enqueue, call, spec, arguments)
+
+    return launch
+
+
+async def run_turn(
+    store: Store,
+    session_id: str,
+    prompt: str,
+    *,
+    agent: Agent,
+    owner: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
+    on_event: EventSink | None = None,
+) -> SessionTurn:
+    """A user turn: a new run of the session under `owner`'s lease, run and finished.
+
+    Raises:
+        Conflict: the session is busy, or awaiting results of background jobs.
+        LeaseLost: the lease was lost mid-run; nothing of the run was stored.
+    """
+    run = await asyncio.to_thread(
+        store.create_run, session_id, input={"prompt": prompt}, owner=owner, lease_s=lease_s
+    )
+    return await drive(
+        store,
+        run,
+        agent=agent,
+        owner=owner,
+        lease_s=lease_s,
+        job_max_attempts=job_max_attempts,
+        on_event=on_event,
+    )
+
+
+async def drive(
+    store: Store,
+    run: RunRecord,
+    *,
+    agent: Agent,
+    owner: str,
+    lease_s: float = DEFAULT_LEASE_S,
+    job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
+    on_event: EventSink | None = None,
+) -> SessionTurn:
+    """Run and finish a run `owner` holds: a user run (from its prompt) or a
+    `server_result` continuation (from the conversation as it stands)."""
+    prompt = (run.input or {}).get("prompt") if run.kind == "user" else None
+    stored = await asyncio.to_thread(store.load_messages, run.session_id)
+    history = [s.message for s in stored]
+    options: dict[str, Any] = {
+        "history": history,
+        "session_id": run.session_id,
+        "run_id": run.id,
+        "launcher": store_launcher(
+            store, run, owner, lease_s=lease_s, max_attempts=job_max_attempts
+        ),
+    }
+    task = asyncio.create_task(_execute(agent, prompt, options, on_event))
+
+    def renew() -> None:
+        store.renew_run_lease(run.id, owner, lease_s=lease_s)
+
+    async with Heartbeat(renew, lease_s, on_lost=task.cancel) as beat:
+        try:
+            result = await task
+        except asyncio.CancelledError:
+            if beat.lost:
+                raise LeaseLost(f"run {run.id!r}: the lease was lost mid-run") from None
+            raise
+        except UserError as exc:  # the run could not start (e.g. nothing to continue)
+            await asyncio.to_thread(
+                store.finish_run,
+                run.id,
+                owner=owner,
+                status="failed",
+                stop_reason="internal_error",
+                result={"status": "failed", "stop_reason": "internal_error", "error": str(exc)},
+            )
+            raise
+    new = list(result.messages[len(history) :])
+    new += _unanswered(result, new)
+    finished = await asyncio.to_thread(
+        store.finish_run,
+        run.id,
+        owner=owner,
+        status=result.status,
+        stop_reason=result.stop_reason,
+        result=summary(result),
+        messages=new,
+        waits=result.waits if result.status == "awaiting" else (),
+    )
+    return SessionTurn(run=finished.run, result=result, continuation=finished.continuation)
+
+
+async def _execute(
+    agent: Agent, prompt: str | None, options: dict[str, Any], on_event: EventSink | None
+) -> RunResult:
+    if on_event is None or prompt is None:
+        return await agent.run(prompt, **options)
+    stream = agent.run_stream(prompt, **options)
+    async for event in stream:
+        on_event(event)
+    assert stream.result is not None
+    return stream.result
+
+
+def summary(result: RunResult) -> dict[str, Any]:
+    """The `RunResult` JSON stored with a run: all but the messages, which the session
+    stores once each."""
+    data = result.to_dict()
+    data.pop("messages", None)
+    return data
+
+
+def _unanswered(result: RunResult, new: list[Message]) -> list[Message]:
+    """Answers for tool calls a run ended without answering, unless it awaits them (a
+    fatal error in the same batch, a crash inside Pi): the stored conversation stays
+    well-formed for any provider, and nothing is delivered to those calls later."""
+    if result.status == "awaiting":
+        return []
+    answered = {m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)}
+    info = ToolErrorInfo(
+        kind="cancelled", message="the run stopped before this call got a result", hint=""
+    )
+    content = json.dumps({"kind": info.kind, "message": info.message, "hint": info.hint})
+    return [
+        ToolResultMessage(
+            tool_call_id=call.id, name=call.name, content=content, is_error=True, error=info
+        )
+        for m in new
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls
+        if call.id not in answered
+    ]

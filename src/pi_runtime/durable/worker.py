@@ -1,0 +1,309 @@
+"""The worker: delivers finished jobs' results, runs continuations, and runs jobs.
+
+Each of `concurrency` slots repeats: claim an outbox event and deliver it; else claim a
+queued run (a `server_result` continuation, or a run whose holder died) and run it; else
+claim a job and run its tool. Delivery goes first because it is quick and unblocks a
+conversation. Everything is claimed under a lease, so any number of workers on any
+number of machines can share a store; a killed worker's leases expire and another
+worker takes over (a job from its last checkpoint).
+
+`stop()` (SIGTERM) drains: no new claims, current work finishes within `drain_s`, then
+what is left is cancelled and its leases released for others. A second `stop()` does
+not wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import uuid
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import UserError
+from ..models import Model
+from ..tools import ToolSpec
+from ._lease import RELEASE_S
+from .errors import LeaseLost, StoreError
+from .executor import execute_job
+from .recipe import Recipe
+from .records import JobRecord, OutboxEvent, RunRecord
+from .results import DEFAULT_MAX_RESULT_BYTES, ResultEncoder, qrp1_result, result_message
+from .sessions import drive
+from .store import DEFAULT_LEASE_S, Store
+
+log = logging.getLogger("pi_runtime.durable")
+
+_MIN_POLL_S = 0.01
+_RECIPE_CACHE = 1024
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """What a worker did, for its exit report and for tests."""
+
+    jobs: Counter[str] = field(default_factory=Counter)  # by outcome
+    deliveries: Counter[str] = field(default_factory=Counter)  # delivered / duplicate / ignored
+    runs: Counter[str] = field(default_factory=Counter)  # by status, plus "lost"
+    errors: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "jobs": dict(self.jobs),
+            "deliveries": dict(self.deliveries),
+            "runs": dict(self.runs),
+            "errors": self.errors,
+        }
+
+
+class Worker:
+    """Runs jobs, delivers their results and runs continuations for one store.
+
+    Args:
+        store: the shared store.
+        concurrency: how many things it works on at once.
+        lease_s: lease length; a dead worker's work is taken over after this long.
+        poll_s: the longest pause between looks for work when idle.
+        tools: tools for jobs whose session names none (or names tools that don't import
+            here); a session's own recipe comes first.
+        encoder: how delivered results are written for the model (QRP1 by default).
+        trace_dir: where continuation runs write traces (default as `Agent`; False: none).
+        run_attempts: a run interrupted this often (its worker died) fails.
+        drain_s: how long `stop()` lets current work finish.
+        name: the lease owner prefix (default: host and process id).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        concurrency: int = 1,
+        lease_s: float = DEFAULT_LEASE_S,
+        poll_s: float = 0.5,
+        tools: Iterable[ToolSpec] = (),
+        encoder: ResultEncoder = qrp1_result,
+        trace_dir: str | Path | bool | None = None,
+        run_attempts: int = 3,
+        drain_s: float = 20.0,
+        name: str | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise UserError(f"concurrency must be at least 1, got {concurrency}")
+        for what, value in (("lease_s", lease_s), ("poll_s", poll_s)):
+            if not value > 0:
+                raise UserError(f"{what} must be positive, got {value}")
+        if drain_s < 0 or run_attempts < 1:
+            raise UserError("drain_s must be >= 0 and run_attempts >= 1")
+        self.store = store
+        self.concurrency = concurrency
+        self.lease_s = lease_s
+        self.poll_s = poll_s
+        self.extra_tools = {t.name: t for t in tools}
+        self.encoder = encoder
+        self.trace_dir = trace_dir
+        self.run_attempts = run_attempts
+        self.drain_s = drain_s
+        self.name = name or f"worker-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
+        self.stats = WorkerStats()
+        self._models: dict[str, Model] = {}
+        self._recipes: dict[str, dict[str, ToolSpec] | None] = {}
+        self._halt = asyncio.Event()
+        self._abort = asyncio.Event()
+        self._stopping = False
+        self._busy = 0
+        self._generation = 0
+
+    # Lifecycle
+
+    def stop(self) -> None:
+        """Drain: claim nothing more, let current work finish (a second call: don't wait)."""
+        if self._stopping:
+            self._abort.set()
+        self._stopping = True
+        self._halt.set()
+
+    async def run(self, *, once: bool = False) -> WorkerStats:
+        """Work until `stop()`; with `once`, until no work is left that this worker can
+        claim now."""
+        loop = asyncio.get_running_loop()
+        # Store calls go through threads: enough of them that lease renewals never queue
+        # behind other slots' calls. (Sync tools run on daemon threads of their own.)
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=3 * self.concurrency + 4))
+        log.info(
+            "worker %s: serving %s with %d slot(s)", self.name, self.store.url, self.concurrency
+        )
+        slots = [asyncio.create_task(self._slot(i, once)) for i in range(self.concurrency)]
+        await self._halt.wait()
+        drained = asyncio.ensure_future(asyncio.wait(slots))
+        aborted = asyncio.ensure_future(self._abort.wait())
+        await asyncio.wait(
+            {drained, aborted}, timeout=self.drain_s, return_when=asyncio.FIRST_COMPLETED
+        )
+        for task in (*slots, drained, aborted):
+            task.cancel()
+        await asyncio.gather(*slots, drained, aborted, return_exceptions=True)
+        return self.stats
+
+    def install_signal_handlers(self) -> None:
+        """SIGTERM and SIGINT drain; a second one stops without waiting."""
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stop)
+
+    async def _slot(self, index: int, once: bool) -> None:
+        owner = f"{self.name}/{index}"
+        delay = _MIN_POLL_S
+        empty = 0  # looks in a row that found nothing
+        while not self._halt.is_set():
+            seen = self._generation
+            self._busy += 1
+            try:
+                worked = await self._step(owner)
+            except asyncio.CancelledError:
+                raise
+            except StoreError as exc:  # keep serving: a database blip must not end it
+                log.warning("worker %s: %s", owner, exc)
+                self.stats.errors += 1
+                worked = False
+            except Exception:
+                log.exception("worker %s: a step failed", owner)
+                self.stats.errors += 1
+                worked = False
+            finally:
+                self._busy -= 1
+            if worked:
+                self._generation += 1
+                delay, empty = _MIN_POLL_S, 0
+                continue
+            empty = empty + 1 if seen == self._generation else 1
+            # A claim that finds nothing may still have settled expired work (a job ending
+            # `outcome_unknown` writes its event): only a second empty look means done.
+            if once and empty >= 2 and self._busy == 0:
+                self._halt.set()  # nothing left, and nobody is making more
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._halt.wait(), delay)
+            delay = min(delay * 2, self.poll_s)
+
+    async def _step(self, owner: str) -> bool:
+        work = await asyncio.to_thread(self._claim, owner)
+        if isinstance(work, OutboxEvent):
+            await self._deliver(work)
+        elif isinstance(work, RunRecord):
+            await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
+        elif isinstance(work, JobRecord):
+            await self._guarded(self._job(work, owner), release=self._release_job(work, owner))
+        return work is not None
+
+    def _claim(self, owner: str) -> OutboxEvent | RunRecord | JobRecord | None:
+        """The next work, most urgent first (one thread hop for all three looks)."""
+        return (
+            self.store.claim_outbox_event(owner, lease_s=self.lease_s)
+            or self.store.claim_run(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
+            or self.store.claim_job(owner, lease_s=self.lease_s)
+        )
+
+    async def _guarded(self, work: Any, *, release: Any) -> None:
+        """Run `work`; if it is cancelled (a drain ran out of time), release its lease so
+        another worker takes it over at once."""
+        try:
+            await work
+        except asyncio.CancelledError:
+            with contextlib.suppress(StoreError):
+                await asyncio.shield(asyncio.to_thread(release))
+            raise
+
+    def _release_run(self, run: RunRecord, owner: str) -> Any:
+        return lambda: self.store.renew_run_lease(run.id, owner, lease_s=RELEASE_S)
+
+    def _release_job(self, job: JobRecord, owner: str) -> Any:
+        return lambda: self.store.renew_job_lease(job.id, owner, lease_s=RELEASE_S)
+
+    # The three kinds of work
+
+    async def _deliver(self, event: OutboxEvent) -> None:
+        spec = (await self._session_tools(event.session_id) or {}).get(event.tool)
+        message = result_message(
+            event,
+            encoder=self.encoder,
+            max_bytes=spec.max_result_bytes if spec else DEFAULT_MAX_RESULT_BYTES,
+        )
+        delivery = await asyncio.to_thread(self.store.deliver, event.id, message)
+        self.stats.deliveries[delivery.outcome] += 1
+        log.info(
+            "event %d (job %s) → session %s call %s: %s",
+            event.id, event.job_id, event.session_id, event.tool_call_id, delivery.outcome,
+        )  # fmt: skip
+
+    async def _run(self, run: RunRecord, owner: str) -> None:
+        try:
+            session = await asyncio.to_thread(self.store.get_session, run.session_id)
+            recipe = Recipe.from_dict(session.agent if session else None)
+            agent = recipe.build_agent(trace_dir=self.trace_dir, models=self._models)
+            turn = await drive(
+                self.store,
+                run,
+                agent=agent,
+                owner=owner,
+                lease_s=self.lease_s,
+                job_max_attempts=recipe.job_max_attempts,
+            )
+        except LeaseLost as exc:
+            log.warning("run %s: %s", run.id, exc)
+            self.stats.runs["lost"] += 1
+            return
+        except UserError as exc:  # the agent cannot be built or run here: fail, say why
+            log.error("run %s of session %s failed: %s", run.id, run.session_id, exc)
+            with contextlib.suppress(LeaseLost):
+                current = await asyncio.to_thread(self.store.get_run, run.id)
+                if current is not None and current.status == "running":
+                    await asyncio.to_thread(
+                        self.store.finish_run,
+                        run.id,
+                        owner=owner,
+                        status="failed",
+                        stop_reason="internal_error",
+                        result={"status": "failed", "error": str(exc)},
+                    )
+            self.stats.runs["failed"] += 1
+            return
+        self.stats.runs[turn.run.status] += 1
+        log.info("run %s (%s) of session %s: %s", run.id, run.kind, run.session_id, turn.run.status)
+
+    async def _job(self, job: JobRecord, owner: str) -> None:
+        spec = await self._tool_for(job)
+        outcome = await execute_job(self.store, job, spec, owner=owner, lease_s=self.lease_s)
+        self.stats.jobs[outcome] += 1
+        log.info("job %s (%s) attempt %d: %s", job.id, job.tool, job.attempts, outcome)
+
+    # Tools, from the session's recipe
+
+    async def _tool_for(self, job: JobRecord) -> ToolSpec | None:
+        tools = await self._session_tools(job.session_id) if job.session_id else None
+        return (tools or {}).get(job.tool) or self.extra_tools.get(job.tool)
+
+    async def _session_tools(self, session_id: str) -> dict[str, ToolSpec] | None:
+        """The session's tools by name (None if they cannot be loaded here); sessions keep
+        their recipe, so this is cached."""
+        if session_id in self._recipes:
+            return self._recipes[session_id]
+        session = await asyncio.to_thread(self.store.get_session, session_id)
+        tools: dict[str, ToolSpec] | None
+        try:
+            recipe = Recipe.from_dict(session.agent if session else None)
+            tools = {spec.name: spec for spec in recipe.load_tools()}
+        except UserError as exc:
+            log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)
+            tools = None
+        if len(self._recipes) >= _RECIPE_CACHE:
+            self._recipes.pop(next(iter(self._recipes)))
+        self._recipes[session_id] = tools
+        return tools

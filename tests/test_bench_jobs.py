@@ -1,0 +1,45 @@
+"""`pi bench jobs --json` prints one object whose rows carry the fields DESIGN.md fixes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from durable_support import *  # noqa: F403  (the PostgreSQL cluster fixture)
+from durable_support import PgCluster
+
+PI = Path(sys.executable).parent / "pi"
+ROW_FIELDS = {"backend", "workers", "jobs", "jobs_per_s", "p50_ms", "p99_ms", "duplicates", "lost"}
+
+
+def test_bench_jobs_json_rows_have_the_contract_fields(
+    pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    done = subprocess.run(
+        [str(PI), "bench", "jobs", "--json", "--jobs", "6", "--workers", "1",
+         "--pg-url", pg_cluster.url(), "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=240, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["bench"] == "jobs" and result["unavailable"] == {}
+    rows = result["rows"]
+    assert [(r["backend"], r["mode"], r["workers"]) for r in rows] == [
+        ("sqlite", "clean", 1), ("sqlite", "faults", 2),
+        ("postgresql", "clean", 1), ("postgresql", "faults", 2),
+    ]  # fmt: skip
+    for row in rows:
+        assert set(row) >= ROW_FIELDS
+        assert row["jobs"] == 6 and row["jobs_per_s"] > 0 and row["p50_ms"] <= row["p99_ms"]
+        assert (row["duplicates"], row["lost"], row["incomplete"]) == (0, 0, 0)
+    assert (tmp_path / "jobs.json").exists() and (tmp_path / "jobs.csv").exists()
+
+
+def test_bench_jobs_refuses_an_unknown_backend(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [str(PI), "bench", "jobs", "--backends", "oracle"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "--backends" in done.stderr

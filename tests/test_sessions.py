@@ -1,0 +1,438 @@
+"""Persistent sessions and async tool delivery end to end (seed 004), on SQLite and on
+PostgreSQL: `pi run --session`, `pi worker`, `pi session show|cancel`, and the races the
+seed names — a cancelled wait, a job done before its wait, an unconfirmable side effect.
+
+CLI cases drive the real console script; in-process cases use the same `Worker` class
+with the test's fake clock, so lease expiry needs no sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from durable_support import *  # noqa: F403  (the store fixtures)
+from durable_support import FakeClock
+from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
+from pi_runtime.durable import LeaseLost, Store
+from pi_runtime.durable.recipe import Recipe
+from pi_runtime.durable.sessions import open_session, run_turn
+from pi_runtime.durable.worker import Worker
+from pi_runtime.loop import run_blocking
+
+PI = Path(sys.executable).parent / "pi"
+REPO = Path(__file__).resolve().parents[1]
+JOBS_SCRIPT = REPO / "examples" / "jobs" / "script.json"
+JOBS_TOOLS = "examples.jobs.tools:TOOLS"
+
+CHAT = {"steps": [{"text": "Hello! What shall we analyse?"}, {"text": "ACME it is."}]}
+# One background call, then the answer once its result is in.
+ONE_JOB = {
+    "steps": [
+        {"tool_calls": [{"name": "place_order", "arguments": {"symbol": "ACME", "qty": 5}}]},
+        {"text": "Order handled."},
+    ]
+}
+
+placed: list[tuple[str, int, str | None]] = []
+
+
+@tool(background=True, idempotent=False)
+def place_order(symbol: str, qty: int, idempotency_key: str) -> dict[str, Any]:
+    """Place an order: a side effect that must not happen twice."""
+    placed.append((symbol, qty, idempotency_key))
+    return {"order": f"{symbol}x{qty}", "status": "filled"}
+
+
+@tool
+def halt_trading(reason: str) -> str:
+    """Stop everything (an unrecoverable failure)."""
+    raise UnrecoverableError(f"trading halted: {reason}")
+
+
+TRADING = [place_order]
+HALTING = [place_order, halt_trading]
+
+
+def pi(*args: str, cwd: Path = REPO, tmp: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PI_TRACE_DIR": str(tmp / "traces"), "COLUMNS": "250", "NO_COLOR": "1"}
+    return subprocess.run(
+        [str(PI), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def show(db_url: str, session_id: str, tmp: Path) -> dict[str, Any]:
+    done = pi("session", "show", session_id, "--db", db_url, "--json", tmp=tmp)
+    assert done.returncode == 0, done.stderr
+    data: dict[str, Any] = json.loads(done.stdout)
+    return data
+
+
+def write(tmp: Path, name: str, data: dict[str, Any]) -> Path:
+    path = tmp / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def in_session(store: Store, session_id: str, script: Path, tools: str) -> Recipe:
+    _, recipe = open_session(store, session_id, Recipe(model=f"scripted:{script}", tools=(tools,)))
+    return recipe
+
+
+def start_turn(store: Store, session_id: str, recipe: Recipe, prompt: str) -> Any:
+    agent = recipe.build_agent(trace_dir=False)
+    return run_blocking(run_turn(store, session_id, prompt, agent=agent, owner="cli"))
+
+
+def work(store: Store, **options: Any) -> Any:
+    """One in-process worker, until nothing is left to claim."""
+    worker = Worker(store, poll_s=0.01, trace_dir=False, **options)
+    return asyncio.run(worker.run(once=True))
+
+
+def results(store: Store, session_id: str) -> list[ToolResultMessage]:
+    return [
+        m.message
+        for m in store.load_messages(session_id)
+        if isinstance(m.message, ToolResultMessage)
+    ]
+
+
+# Through the command line
+
+
+def test_run_with_session_twice_continues_the_conversation(db_url: str, tmp_path: Path) -> None:
+    script = write(tmp_path, "chat.json", CHAT)
+    base = ["--session", "chat-1", "--db", db_url, "--model", f"scripted:{script}", "--json"]
+    first = pi("run", "hi", *base, tmp=tmp_path)
+    assert first.returncode == 0, first.stderr
+    second = pi("run", "let's do ACME", *base, tmp=tmp_path)
+    assert second.returncode == 0, second.stderr
+    result = json.loads(second.stdout)
+    # the second run saw the first turn: it answered with the script's second step
+    assert result["output"] == "ACME it is."
+    assert [m["role"] for m in result["messages"]] == ["user", "assistant", "user", "assistant"]
+    view = show(db_url, "chat-1", tmp_path)
+    assert view["status"] == "completed"
+    assert [(m["seq"], m["role"]) for m in view["messages"]] == [
+        (0, "user"), (1, "assistant"), (2, "user"), (3, "assistant"),
+    ]  # fmt: skip
+    assert [(r["kind"], r["status"]) for r in view["runs"]] == [
+        ("user", "completed"), ("user", "completed"),
+    ]  # fmt: skip
+    assert view["runs"][1]["output"] == "ACME it is."
+
+
+def test_background_tool_awaits_then_a_worker_delivers_and_the_session_completes(
+    db_url: str, tmp_path: Path
+) -> None:
+    ran = pi(
+        "run", "ACME crossings", "--session", "market", "--db", db_url,
+        "--model", f"scripted:{JOBS_SCRIPT}", "--tools", JOBS_TOOLS, "--json", tmp=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 3, ran.stderr
+    awaiting = json.loads(ran.stdout)
+    assert (awaiting["status"], awaiting["stop_reason"]) == ("awaiting", "awaiting_tool")
+    ((call_id, job_id),) = [(w["tool_call_id"], w["job_id"]) for w in awaiting["waits"]]
+    view = show(db_url, "market", tmp_path)
+    assert view["status"] == "awaiting_server_tool"
+    assert [(w["tool_call_id"], w["job_id"], w["status"]) for w in view["waits"]] == [
+        (call_id, job_id, "pending")
+    ]
+    assert call_id not in {m.get("tool_call_id") for m in view["messages"]}
+
+    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path)
+    assert worked.returncode == 0, worked.stderr
+    stats = json.loads(worked.stdout)
+    assert (stats["jobs"], stats["deliveries"], stats["runs"]) == (
+        {"succeeded": 1}, {"delivered": 1}, {"completed": 1},
+    )  # fmt: skip
+
+    view = show(db_url, "market", tmp_path)
+    assert view["status"] == "completed"
+    delivered = [m for m in view["messages"] if m.get("tool_call_id") == call_id]
+    assert len(delivered) == 1 and delivered[0]["content"].startswith("QRP1|record|source=compute")
+    assert "golden_crosses=" in delivered[0]["content"]
+    assert view["messages"][-1]["role"] == "assistant"
+    user, after = view["runs"]
+    assert (user["kind"], user["status"]) == ("user", "awaiting")
+    assert (after["kind"], after["status"], after["parent_run_id"]) == (
+        "server_result", "completed", user["run_id"],
+    )  # fmt: skip
+    assert [(j["job_id"], j["status"], j["attempts"]) for j in view["jobs"]] == [
+        (job_id, "succeeded", 1)
+    ]
+
+
+def test_an_awaiting_session_refuses_a_new_prompt_and_says_what_to_do(
+    db_url: str, tmp_path: Path
+) -> None:
+    args = ["--session", "busy", "--db", db_url, "--model", f"scripted:{JOBS_SCRIPT}",
+            "--tools", JOBS_TOOLS]  # fmt: skip
+    assert pi("run", "go", *args, tmp=tmp_path).returncode == 3
+    again = pi("run", "and now?", *args, tmp=tmp_path)
+    assert again.returncode == 2
+    assert "awaiting_server_tool" in again.stderr and "pi worker" in again.stderr
+
+
+def test_cancel_stops_the_wait_and_a_late_result_is_ignored(
+    db_url: str, tmp_path: Path, store: Store
+) -> None:
+    recipe = in_session(
+        store, "late", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    turn = start_turn(store, "late", recipe, "buy 5 ACME")
+    ((call_id, job_id),) = turn.result.waits
+    job = store.claim_job("slow-worker")  # a worker is running it when the user cancels
+    assert job is not None and job.id == job_id
+
+    cancelled = pi("session", "cancel", "late", "--db", db_url, "--json", tmp=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert json.loads(cancelled.stdout)["waits_cancelled"] == [call_id]
+    before = store.load_messages("late")
+    store.complete_job(job_id, "slow-worker", {"status": "filled"})  # the late result
+
+    stats = work(store)
+    assert dict(stats.deliveries) == {"ignored": 1} and not stats.runs
+    assert store.load_messages("late") == before  # nothing was delivered after the cancel
+    (answer,) = results(store, "late")
+    assert answer.tool_call_id == call_id and answer.is_error
+    assert answer.error is not None and answer.error.kind == "cancelled"
+    assert [r.kind for r in store.list_runs("late")] == ["user"]
+    assert store.get_session("late").status == "cancelled"  # type: ignore[union-attr]
+
+
+def test_cancel_before_a_worker_starts_the_job_means_it_never_runs(
+    db_url: str, tmp_path: Path, store: Store
+) -> None:
+    recipe = in_session(
+        store, "early", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    ((_, job_id),) = start_turn(store, "early", recipe, "buy 5 ACME").result.waits
+    cancelled = pi("session", "cancel", "early", "--db", db_url, "--json", tmp=tmp_path)
+    assert json.loads(cancelled.stdout)["jobs_cancelled"] == [job_id]
+    placed.clear()
+    stats = work(store)
+    assert placed == [] and not stats.jobs and not stats.runs
+    assert store.get_job(job_id).status == "cancelled"  # type: ignore[union-attr]
+
+
+# In process, with the fake clock
+
+
+class FinishesJobsFirst:
+    """A store on which a fast worker finishes every job before the run that started it
+    registers its wait (the race of seed 004)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def finish_run(self, run_id: str, **options: Any) -> Any:
+        for _, job_id in options.get("waits", ()):
+            job = self._store.claim_job("fast-worker")
+            assert job is not None and job.id == job_id
+            self._store.complete_job(job_id, "fast-worker", {"order": "ACMEx5"})
+        return self._store.finish_run(run_id, **options)
+
+
+def test_a_job_finished_before_its_wait_was_registered_is_still_delivered(
+    store: Store, tmp_path: Path
+) -> None:
+    recipe = in_session(
+        store, "race", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    racing: Any = FinishesJobsFirst(store)
+    turn = start_turn(racing, "race", recipe, "buy 5 ACME")
+    assert turn.result.status == "awaiting" and turn.continuation is None
+    ((call_id, job_id),) = turn.result.waits
+    (wait,) = store.list_waits("race")
+    job = store.get_job(job_id)
+    assert job is not None and job.finished_at is not None and job.finished_at < wait.created_at
+
+    stats = work(store)
+    assert dict(stats.deliveries) == {"delivered": 1} and dict(stats.runs) == {"completed": 1}
+    (answer,) = results(store, "race")
+    assert answer.tool_call_id == call_id and "ACMEx5" in answer.content
+    assert store.get_session("race").status == "completed"  # type: ignore[union-attr]
+
+
+def test_an_unconfirmable_side_effect_ends_outcome_unknown_and_is_never_retried(
+    store: Store, clock: FakeClock, tmp_path: Path
+) -> None:
+    recipe = in_session(
+        store, "order", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    ((call_id, job_id),) = start_turn(store, "order", recipe, "buy 5 ACME").result.waits
+    assert store.claim_job("doomed-worker", lease_s=10) is not None  # ... which then dies
+    clock.advance(11)  # its lease runs out
+
+    placed.clear()
+    stats = work(store)
+    assert placed == []  # the order was not placed a second time
+    assert store.get_job(job_id).status == "outcome_unknown"  # type: ignore[union-attr]
+    (answer,) = results(store, "order")
+    assert answer.tool_call_id == call_id and answer.is_error
+    assert answer.error is not None and answer.error.kind == "outcome_unknown"
+    assert "cannot be confirmed" in answer.error.message
+    assert dict(stats.runs) == {"completed": 1}  # the model hears it and the session goes on
+    assert store.get_session("order").status == "completed"  # type: ignore[union-attr]
+
+
+class CancelledBeforeLaunch:
+    """A store on which the user cancels the session just as the run launches a job."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def renew_run_lease(self, run_id: str, owner: str, **options: Any) -> Any:
+        run = self._store.get_run(run_id)
+        assert run is not None
+        self._store.cancel_session(run.session_id)
+        return self._store.renew_run_lease(run_id, owner, **options)
+
+
+def test_a_run_cancelled_mid_way_starts_no_job_and_stores_nothing(
+    store: Store, tmp_path: Path
+) -> None:
+    recipe = in_session(
+        store, "stop", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    cancelling: Any = CancelledBeforeLaunch(store)
+    with pytest.raises(LeaseLost):
+        start_turn(cancelling, "stop", recipe, "buy 5 ACME")
+    assert store.list_jobs("stop") == []  # no order will be placed for a cancelled session
+    assert store.load_messages("stop") == []
+    assert [(r.status, r.stop_reason) for r in store.list_runs("stop")] == [
+        ("stopped", "cancelled")
+    ]
+
+
+def test_a_run_that_fails_beside_a_background_call_stores_a_well_formed_conversation(
+    store: Store, tmp_path: Path
+) -> None:
+    both = {"name": "halt_trading", "arguments": {"reason": "circuit breaker"}}
+    script = {"steps": [{"tool_calls": [ONE_JOB["steps"][0]["tool_calls"][0], both]}]}
+    recipe = in_session(
+        store, "halted", write(tmp_path, "halt.json", script), "test_sessions:HALTING"
+    )
+    turn = start_turn(store, "halted", recipe, "buy 5 ACME")
+    assert (turn.result.status, turn.result.stop_reason) == ("failed", "tool_error")
+    answers = {m.name: m for m in results(store, "halted")}
+    assert set(answers) == {"place_order", "halt_trading"}  # every call has its answer
+    assert answers["place_order"].error is not None
+    assert answers["place_order"].error.kind == "cancelled"
+    assert store.list_waits("halted") == []  # nothing will be delivered to it
+    assert store.get_session("halted").status == "failed"  # type: ignore[union-attr]
+
+
+def test_a_non_idempotent_job_gets_the_idempotency_key_of_its_call(
+    store: Store, tmp_path: Path
+) -> None:
+    from pi_runtime.tools import idempotency_key
+
+    recipe = in_session(
+        store, "keyed", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    ((call_id, _),) = start_turn(store, "keyed", recipe, "buy").result.waits
+    placed.clear()
+    work(store)
+    key = idempotency_key("keyed", call_id)
+    assert placed == [("ACME", 5, key)]
+
+
+def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:
+    from pi_runtime.durable.results import json_result
+
+    recipe = in_session(
+        store, "plain", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    start_turn(store, "plain", recipe, "buy")
+    work(store, encoder=json_result)
+    (answer,) = results(store, "plain")
+    assert json.loads(answer.content) == {"order": "ACMEx5", "status": "filled"}
+
+
+def test_a_job_whose_tool_cannot_be_loaded_fails_and_the_model_hears_why(
+    store: Store, tmp_path: Path
+) -> None:
+    recipe = in_session(
+        store, "gone", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
+    )
+    start_turn(store, "gone", recipe, "buy")
+    # a worker for another application: the session's tools are not importable there
+    other = store.create_session("other", agent=Recipe(tools=("no_such_module:TOOLS",)).to_dict())
+    assert other.id == "other"
+    run = store.create_run("other", owner="cli")
+    job = store.enqueue_job("place_order", {"symbol": "X", "qty": 1}, session_id="other",
+                            tool_call_id="c1")  # fmt: skip
+    store.finish_run(run.id, owner="cli", status="awaiting", stop_reason="awaiting_tool",
+                     waits=[("c1", job.id)])  # fmt: skip
+    work(store)
+    failed = store.get_job(job.id)
+    assert failed is not None and failed.status == "failed"
+    assert failed.error is not None and failed.error["kind"] == "unknown_tool"
+    (answer,) = results(store, "other")
+    assert answer.is_error and "place_order" in answer.content
+
+
+# Bad input
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "hi", "--db", "sqlite:///x.db"], "--session"),
+        (["run", "hi", "--session", "s", "--db", "mysql://u@h/d"], "unsupported database URL"),
+        (["session", "show", "nobody", "--db", "{db}"], "no session 'nobody'"),
+        (["session", "cancel", "nobody", "--db", "{db}"], "no session 'nobody'"),
+        (["worker", "--once", "--db", "{db}", "--results", "xml"], "--results is one of"),
+        (["worker", "--once", "--db", "{db}", "--tools", "nope"], "MODULE:ATTR"),
+    ],
+)
+def test_bad_usage_exits_2_and_says_what_is_wrong(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    db = f"sqlite:///{tmp_path / 'pi.db'}"
+    done = pi(*[a.replace("{db}", db) for a in args], cwd=tmp_path, tmp=tmp_path)
+    assert done.returncode == 2
+    assert message in " ".join(done.stderr.split()) and done.stdout == ""
+
+
+def test_a_session_keeps_its_agent(db_url: str, tmp_path: Path, store: Store) -> None:
+    in_session(store, "kept", write(tmp_path, "chat.json", CHAT), "test_sessions:TRADING")
+    with pytest.raises(UserError, match="a session keeps its agent"):
+        open_session(store, "kept", Recipe(model="scripted:/elsewhere.json"))
+    # no agent given: the stored one
+    _, recipe = open_session(store, "kept")
+    assert recipe.tools == ("test_sessions:TRADING",)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (None, "no agent recipe"),
+        ({"model": "local", "colour": "red"}, "unknown fields"),
+        ({"tools": "mod:attr"}, "list of MODULE:ATTR"),
+        ({"tools": ["no-colon"]}, "MODULE:ATTR"),
+        ({"limits": {"max_steps": 0}}, "max_steps"),
+        ({"job_max_attempts": 0}, "job_max_attempts"),
+        ({"job_max_attempts": "many"}, "malformed"),
+        ({"limits": {"speed": 3}}, "malformed"),
+    ],
+)
+def test_a_bad_recipe_is_refused_with_its_reason(data: Any, message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        Recipe.from_dict(data)
