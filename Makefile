@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo demo-scripted test lint typecheck unit slow bench clean install
+.PHONY: demo demo-scripted demo-jobs test lint typecheck unit slow bench clean install
 
 # llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras.
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
@@ -19,10 +19,25 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The weather + reminder agent on the embedded model; it ends within its guards whatever
-# the small model does, and says how. `make demo-scripted` runs the scripted version.
+# The weather + reminder agent on the embedded model, in a session stored in SQLite. It
+# ends within its guards whatever the small model does and says how (exit 2 = misuse
+# fails the target; a guard stop does not). `make demo-scripted` runs a scripted model.
+DEMO_DB ?= sqlite:///.pi/demo.db
 demo: $(STAMP)
-	$(BIN)/python -m examples.weather.demo
+	@id=weather-$$(date +%s); \
+	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" --session $$id \
+		--db $(DEMO_DB) --tools examples.weather.tools:TOOLS --max-steps 6 --timeout 300; \
+	code=$$?; test $$code -ne 2 || exit 2; \
+	echo "--- session $$id as stored in $(DEMO_DB):"; \
+	$(BIN)/pi session show $$id --db $(DEMO_DB)
+
+# A background tool: the run ends awaiting, a worker delivers, the session completes.
+demo-jobs: $(STAMP)
+	@id=jobs-$$(date +%s); \
+	$(BIN)/pi run "ACME 均线交叉" --session $$id --db $(DEMO_DB) \
+		--model scripted:examples/jobs/script.json --tools examples.jobs.tools:TOOLS; \
+	test $$? -eq 3 || exit 1; \
+	$(BIN)/pi worker --once --db $(DEMO_DB) && $(BIN)/pi session show $$id --db $(DEMO_DB)
 
 demo-scripted: $(STAMP)
 	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" \
