@@ -50,3 +50,17 @@ def test_an_output_contract_becomes_a_response_format() -> None:
     assert "response_format" not in chat_params(
         ModelRequest(system="s", messages=()), model="gpt", vendor=VENDORS["openai"]
     )
+
+
+def test_a_strict_contract_becomes_anthropic_structured_output() -> None:
+    from pi_runtime.models._anthropic_request import anthropic_body
+
+    schema = {"type": "object", "properties": {}, "additionalProperties": False}
+    strict = ModelRequest(system="s", messages=(), output=OutputFormat(name="W", schema=schema))
+    body = anthropic_body(strict, model="claude", max_tokens=64, thinking=None, cache=False)
+    assert body["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    loose = ModelRequest(
+        system="s", messages=(), output=OutputFormat(name="W", schema=schema, strict=False)
+    )
+    body = anthropic_body(loose, model="claude", max_tokens=64, thinking=None, cache=False)
+    assert "output_config" not in body

@@ -52,6 +52,10 @@ def anthropic_body(
         raise ModelError(f"tool choice {request.tool_choice!r} needs tools, and none are offered")
     if request.settings.temperature is not None:
         body["temperature"] = request.settings.temperature
+    if request.output is not None and request.output.strict:
+        # native structured output; a non-strict contract (free-form objects) relies on
+        # the instructions in the system prompt and Pi's validation instead
+        body["output_config"] = {"format": {"type": "json_schema", "schema": request.output.schema}}
     if thinking == "adaptive":
         body["thinking"] = {"type": "adaptive"}
     elif thinking is not None:
