@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from ..exceptions import UserError
 from ..messages import ToolErrorInfo
-from ..tools import IDEMPOTENCY_PARAM, ToolSpec, classify, idempotency_key
+from ..tools import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, classify, idempotency_key
 from ._lease import Heartbeat, in_daemon_thread
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
@@ -64,6 +64,8 @@ async def execute_job(
         return await _fail(store, job, owner, error)
     if spec.takes_idempotency_key:
         kwargs[IDEMPOTENCY_PARAM] = None if spec.idempotent else _key(job)
+    if spec.takes_session_id:
+        kwargs[SESSION_PARAM] = job.session_id
     progress = JobCheckpoint(
         store, job.id, owner, state=job.checkpoint, attempt=job.attempts, lease_s=lease_s
     )

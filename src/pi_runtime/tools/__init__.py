@@ -3,10 +3,11 @@
 from .classify import ErrorClass, classify
 from .gate import Attempt, Gate, Launcher, ToolOutcome, idempotency_key
 from .results import encode_result, truncate_result
-from .spec import IDEMPOTENCY_PARAM, ToolSpec, tool
+from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, tool
 
 __all__ = [
     "IDEMPOTENCY_PARAM",
+    "SESSION_PARAM",
     "Attempt",
     "ErrorClass",
     "Gate",

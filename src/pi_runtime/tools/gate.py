@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, parse_object
 from .classify import ErrorClass, classify, hint_for
 from .results import encode_result, truncate_result
-from .spec import IDEMPOTENCY_PARAM, ToolSpec
+from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
 
 MAX_REPORTED_SCHEMA_ERRORS = 8
 
@@ -205,6 +205,8 @@ class Gate:
             )
         if spec.takes_idempotency_key:
             kwargs[IDEMPOTENCY_PARAM] = key
+        if spec.takes_session_id:
+            kwargs[SESSION_PARAM] = self.session_id
         return await self._execute(spec, call, kwargs, key)
 
     async def _execute(

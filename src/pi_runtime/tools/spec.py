@@ -18,6 +18,9 @@ MIN_RESULT_BYTES = 100
 IDEMPOTENCY_PARAM = "idempotency_key"
 """A tool parameter of this name is filled by the runtime, never by the model."""
 
+SESSION_PARAM = "session_id"
+"""A tool parameter of this name receives the conversation's id (e.g. to own its data)."""
+
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters):\s*$")
 _ARG_LINE = re.compile(r"^\s*(\*{0,2}\w+)\s*(\([^)]*\))?\s*:\s*(.*)$")
 
@@ -100,6 +103,7 @@ class ToolSpec:
     arguments_model: type[BaseModel]
     is_async: bool
     takes_idempotency_key: bool
+    takes_session_id: bool = False
     idempotent: bool = True
     max_arg_bytes: int = 64_000
     timeout_s: float | None = 60.0
@@ -152,7 +156,7 @@ def _build(
     except Exception as exc:
         raise UserError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
     fields: dict[str, Any] = {}
-    takes_key = False
+    takes_key = takes_session = False
     for param in inspect.signature(function).parameters.values():
         if param.kind is param.POSITIONAL_ONLY:
             raise UserError(
@@ -165,6 +169,9 @@ def _build(
             )
         if param.name == IDEMPOTENCY_PARAM:
             takes_key = True
+            continue
+        if param.name == SESSION_PARAM:
+            takes_session = True
             continue
         if param.name not in hints:
             raise UserError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
@@ -188,6 +195,7 @@ def _build(
         arguments_model=model,
         is_async=inspect.iscoroutinefunction(function),
         takes_idempotency_key=takes_key,
+        takes_session_id=takes_session,
         idempotent=idempotent,
         max_arg_bytes=max_arg_bytes,
         timeout_s=timeout_s,
