@@ -15,14 +15,9 @@ PostgreSQL refuses to run as root, so as root the cluster runs as the system use
 from __future__ import annotations
 
 import atexit
-import glob
 import itertools
 import os
-import pwd
 import shutil
-import socket
-import subprocess
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -32,6 +27,7 @@ from typing import Any
 import pytest
 
 from pi_runtime.durable import Store, open_store
+from pi_runtime.durable.pgtemp import SUPERUSER, TempPostgres, admin, server_bin_dir, with_schema
 
 __all__ = [
     "BACKENDS",
@@ -46,129 +42,43 @@ __all__ = [
 ]
 
 NO_POSTGRES_ENV = "PI_TEST_NO_POSTGRES"
-PG_SYSTEM_USER = "pi-pg"
-PG_SUPERUSER = "postgres"
 BACKENDS = ["sqlite", "postgresql"]
 
 
-def _pg_bin_dir() -> Path | None:
-    found = sorted(
-        glob.glob("/usr/lib/postgresql/*/bin/initdb"),
-        key=lambda p: int(Path(p).parts[-3]) if Path(p).parts[-3].isdigit() else 0,
-    )
-    if found:
-        return Path(found[-1]).parent
-    on_path = shutil.which("initdb")
-    return Path(on_path).parent if on_path else None
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class PgCluster:
-    """A PostgreSQL server of its own, for one test session."""
+class PgCluster(TempPostgres):
+    """The tests' server (see `pi_runtime.durable.pgtemp`): one per test session, with a
+    fresh database or schema for each test."""
 
     def __init__(self, bin_dir: Path) -> None:
-        self.bin_dir = bin_dir
-        self.port = _free_port()
-        self.root = Path(tempfile.mkdtemp(prefix="pi-pg-"))
-        self.data = self.root / "data"
-        self.sockets = self.root / "sockets"
-        self.log = self.root / "server.log"
-        self._names = itertools.count()
+        super().__init__(bin_dir)
+        self._count = itertools.count()
         self._lock = threading.Lock()
-        self.running = False
-
-    def _as_server_user(self, args: list[str]) -> list[str]:
-        if os.geteuid() != 0:
-            return args
-        return ["runuser", "-u", PG_SYSTEM_USER, "--", *args]
-
-    def _run(self, *args: str) -> None:
-        command = self._as_server_user([str(self.bin_dir / args[0]), *args[1:]])
-        done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=self.root)
-        if done.returncode != 0:
-            log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
-            raise RuntimeError(
-                f"{' '.join(command)} failed ({done.returncode}):\n{done.stdout}{done.stderr}{log}"
-            )
-
-    def start(self) -> None:
-        self.sockets.mkdir()
-        if os.geteuid() == 0:
-            _ensure_system_user()
-            user = pwd.getpwnam(PG_SYSTEM_USER)
-            for path in (self.root, self.sockets):
-                os.chown(path, user.pw_uid, user.pw_gid)
-        self._run(
-            "initdb", "-D", str(self.data), "-U", PG_SUPERUSER, "--auth=trust",
-            "-E", "UTF8", "--locale=C", "--no-sync",
-        )  # fmt: skip
-        options = (
-            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.sockets} "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=300"
-        )
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "60",
-                  "-o", options, "start")  # fmt: skip
-        self.running = True
-
-    def stop(self) -> None:
-        if self.running:
-            self.running = False
-            try:
-                self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop")
-            finally:
-                shutil.rmtree(self.root, ignore_errors=True)
 
     def url(self, database: str = "postgres", schema: str | None = None) -> str:
         """A URL of the cluster; with `schema`, every connection works inside it."""
-        url = f"postgresql://{PG_SUPERUSER}@127.0.0.1:{self.port}/{database}"
-        return url if schema is None else f"{url}?options=-csearch_path%3D{schema}"
-
-    def _admin(self, sql: str) -> None:
-        import psycopg
-
-        dsn = f"host=127.0.0.1 port={self.port} user={PG_SUPERUSER} dbname=postgres"
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql)  # type: ignore[arg-type]
+        return with_schema(f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{database}", schema)
 
     def _new_name(self) -> str:
         with self._lock:
-            return f"pi_test_{next(self._names)}"
+            return f"pi_test_{next(self._count)}"
 
     def create_database(self) -> str:
         name = self._new_name()
-        self._admin(f'CREATE DATABASE "{name}"')
+        admin(self.url(), f'CREATE DATABASE "{name}"')
         return name
 
     def drop_database(self, name: str) -> None:
-        self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin(self.url(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
     def create_schema(self) -> str:
         """An empty schema in the `postgres` database: a fresh database for one test,
         made in milliseconds (CREATE DATABASE takes a few hundred)."""
         name = self._new_name()
-        self._admin(f'CREATE SCHEMA "{name}"')
+        admin(self.url(), f'CREATE SCHEMA "{name}"')
         return name
 
     def drop_schema(self, name: str) -> None:
-        self._admin(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
-
-
-def _ensure_system_user() -> None:
-    try:
-        pwd.getpwnam(PG_SYSTEM_USER)
-    except KeyError:
-        subprocess.run(
-            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-             "--user-group", PG_SYSTEM_USER],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        admin(self.url(), f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
 
 
 _shared: PgCluster | None = None
@@ -180,7 +90,7 @@ def shared_cluster() -> PgCluster:
     global _shared
     with _shared_lock:
         if _shared is None or not _shared.running:
-            bin_dir = _pg_bin_dir()
+            bin_dir = server_bin_dir()
             if bin_dir is None:
                 pytest.fail(
                     "PostgreSQL is not installed (no initdb under /usr/lib/postgresql/*/bin "
