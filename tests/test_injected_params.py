@@ -26,7 +26,9 @@ def test_session_id_and_idempotency_key_are_injected_not_offered() -> None:
         "note it", session_id="conv-7"
     )
     assert result.status == "completed"
-    assert SEEN == [("conv-7", SEEN[0][1])] and SEEN[0][1].startswith("pi-")
+    assert len(SEEN) == 1
+    session, key = SEEN[0]
+    assert session == "conv-7" and key is not None and key.startswith("pi-")
 
 
 def test_a_model_cannot_set_an_injected_parameter() -> None:
