@@ -16,7 +16,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from pydantic import BaseModel, ValidationError
 
-from ..messages import MAX_ARGUMENT_DEPTH
+from ..messages import MAX_ARGUMENT_DEPTH, depth_within
 
 MAX_ERRORS = 20
 """Errors reported per check: enough to fix an answer, few enough to fit a repair turn."""
@@ -66,19 +66,6 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 _DECODER = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_unique_keys)
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > limit:
-                return False
-            stack.extend(
-                (child, depth + 1) for child in (item.values() if isinstance(item, dict) else item)
-            )
-    return True
-
-
 def parse_answer(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
     """(the JSON object the answer is, ()) or (None, why it is not one)."""
     body = text.strip()
@@ -102,7 +89,7 @@ def parse_answer(text: str) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
         return None, (f"$: text after the JSON object: {_shorten(repr(body[end:].strip()), 80)}",)
     if not isinstance(value, dict):
         return None, (f"$: expected a JSON object, got {_json_type(value)}",)
-    if not _depth_ok(value, MAX_ARGUMENT_DEPTH):
+    if not depth_within(value, MAX_ARGUMENT_DEPTH):
         return None, (f"$: the answer is nested deeper than {MAX_ARGUMENT_DEPTH} levels",)
     try:
         # an escaped lone surrogate is valid JSON but text no UTF-8 writer can emit

@@ -10,9 +10,7 @@ strings, the run limits, and where the tool modules import from.
 
 from __future__ import annotations
 
-import importlib
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from ..exceptions import UserError
 from ..loop import Agent, Limits
 from ..models import Model, resolve_model
 from ..tools import ToolSpec
+from ..tools.loading import load_tools, split_ref
 
 # Model specs whose argument is a file path, made absolute so any working directory works.
 _PATH_SPECS = ("scripted", "replay", "local")
@@ -53,7 +52,7 @@ class Recipe:
 
     def __post_init__(self) -> None:
         for spec in self.tools:
-            _split(spec)
+            split_ref(spec)
         Limits(**self.limits)  # a bad field fails now, not in a worker later
         if self.job_max_attempts < 1:
             raise UserError(f"job_max_attempts must be at least 1, got {self.job_max_attempts}")
@@ -148,29 +147,8 @@ class Recipe:
 
 
 def import_tools(ref: str, import_path: str | None = None) -> list[ToolSpec]:
-    """The tool or list of tools at `MODULE:ATTR`."""
-    module_name, attr = _split(ref)
-    if import_path and Path(import_path).is_dir() and import_path not in sys.path:
-        sys.path.insert(0, import_path)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, SyntaxError, or the module raising at import
-        raise UserError(
-            f"tools {ref}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
-    value = getattr(module, attr, None)
-    if isinstance(value, ToolSpec):
-        return [value]
-    if isinstance(value, list | tuple) and value and all(isinstance(v, ToolSpec) for v in value):
-        return list(value)
-    raise UserError(f"tools {ref}: expected a tool made with @tool or a list of them")
-
-
-def _split(ref: str) -> tuple[str, str]:
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise UserError(f"tools are named MODULE:ATTR, got {ref!r}")
-    return module_name, attr
+    """The tool or list of tools at `MODULE:ATTR` (see `pi_runtime.tools.loading`)."""
+    return load_tools(ref, import_path)
 
 
 def _absolute(spec: str | None) -> str | None:

@@ -1,7 +1,7 @@
 """The neutral message model: user, assistant and tool-result messages, blocks, usage."""
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
-from ._json import MAX_ARGUMENT_DEPTH, parse_object
+from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -37,6 +37,7 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "depth_within",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",

@@ -10,7 +10,8 @@ MAX_ARGUMENT_DEPTH = 64
 would exhaust the stack of every recursive reader (hashing, validation, serialisation)."""
 
 
-def _depth_ok(value: Any, limit: int) -> bool:
+def depth_within(value: Any, limit: int) -> bool:
+    """Whether no list or object in `value` is nested deeper than `limit` (no recursion)."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -32,7 +33,7 @@ def parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
         return None, f"Arguments are not valid JSON: {exc}."
     if not isinstance(value, dict):
         return None, f"Arguments must be a JSON object, got {type(value).__name__}."
-    if not _depth_ok(value, MAX_ARGUMENT_DEPTH):
+    if not depth_within(value, MAX_ARGUMENT_DEPTH):
         return None, f"Arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
     if "\\u" in raw or "\\U" in raw:
         # an escaped lone surrogate is valid JSON but not text any encoder can write
