@@ -96,13 +96,16 @@ class AnthropicModel:
         self.thinking = thinking
         self.max_tokens = max_tokens or (budget + DEFAULT_MAX_TOKENS)
         self.cache = cache
-        self._client: Any = sdk.AsyncAnthropic(
-            api_key=key,
-            base_url=base_url,
-            max_retries=0,
-            timeout=timeout_s,
-            http_client=http_client,
+        self._sdk = sdk
+        self._options = {"api_key": key, "base_url": base_url, "timeout": timeout_s}
+        # a given http client is the caller's to manage; else one client per call (below)
+        self._given: Any = (
+            self._new_client(http_client=http_client) if http_client is not None else None
         )
+
+    def _new_client(self, **extra: Any) -> Any:
+        # Retries are the runtime's job (with events and backoff), not the SDK's.
+        return self._sdk.AsyncAnthropic(max_retries=0, **self._options, **extra)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = anthropic_body(
@@ -113,23 +116,30 @@ class AnthropicModel:
             cache=self.cache,
         )
         state = _StreamState()
+        # A client of our own lives for one call: its connections belong to that call's
+        # event loop, and `run_sync` starts a new loop per run.
+        client = self._given or self._new_client()
         try:
             # sampling settings newer SDKs no longer list still reach the API, which decides
             extra = {key: body.pop(key) for key in _EXTRA_BODY if key in body}
-            stream = await self._client.messages.create(**body, stream=True, extra_body=extra)
+            stream = await client.messages.create(**body, stream=True, extra_body=extra)
             async with stream:
                 async for event in stream:
                     for out in state.feed(event.to_dict(mode="json")):
                         yield out
         except Exception as exc:
             raise classify_provider_error(exc, provider=PROVIDER) from exc
+        finally:
+            if client is not self._given:
+                await client.close()
         yield ResponseDone(response=state.response(self.model))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await complete_from_stream(self, request)
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._given is not None:
+            await self._given.close()
 
 
 class _StreamState:
