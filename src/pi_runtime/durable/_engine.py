@@ -7,7 +7,10 @@ updates cannot interleave with another. PostgreSQL: psycopg 3, READ COMMITTED, r
 
 from __future__ import annotations
 
+import random
 import re
+import sqlite3
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -66,6 +69,24 @@ def parse_url(raw: str) -> Target:
     raise UserError(f"unsupported database URL {shown!r}; {_USAGE}")
 
 
+def _enter_wal(cursor: Any, wait_s: float) -> None:
+    """Switch to WAL, waiting out the race of connections opening a new file at once.
+
+    The switch needs the file to itself, and SQLite answers "database is locked" at once
+    rather than calling the busy handler when that could deadlock — so several processes
+    opening a fresh database together would fail without this retry.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005 + random.random() * 0.02)
+
+
 def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
     database = target.url.database
     assert database is not None
@@ -85,8 +106,8 @@ def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
         # The driver must not open transactions on its own: `_begin` does, IMMEDIATE.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
+        _enter_wal(cursor, busy_timeout_s)
         cursor.execute("PRAGMA foreign_keys=ON")
         # NORMAL is crash-safe in WAL: an OS crash or power loss can only roll back the
         # last commits, whole — a job or delivery then simply runs again under its lease,
