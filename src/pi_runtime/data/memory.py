@@ -6,63 +6,24 @@ plane (new ids, whole snapshots, one key per name), gone when the process ends.
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 import threading
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from ..exceptions import UserError
-from .storage import Clock, utc_now
+from .storage import (
+    Clock,
+    PageRecord,
+    ReferenceRecord,
+    SnapshotRecord,
+    pages_digest,
+    utc_now,
+)
 
-__all__ = ["MemoryDataStore", "MemoryPage", "MemoryReference", "MemorySnapshot"]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemorySnapshot:
-    id: str
-    owner: str
-    source: str
-    locator: dict[str, Any] | None
-    version: str | None
-    digest: str
-    page_count: int
-    row_count: int | None
-    meta: dict[str, Any] | None
-    created_at: datetime
-    expires_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryPage:
-    snapshot_id: str
-    seq: int
-    body: str
-    row_count: int | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MemoryReference:
-    id: str
-    owner: str
-    snapshot_id: str
-    kind: str
-    meta: dict[str, Any] | None
-    created_at: datetime
-    expires_at: datetime | None
-
-
-def _digest(pages: Sequence[str]) -> str:
-    # The durable store's digest: sha256 over the pages, each length-prefixed.
-    digest = hashlib.sha256()
-    for body in pages:
-        data = body.encode()
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.hexdigest()
+__all__ = ["MemoryDataStore"]
 
 
 def _check_name(what: str, value: str) -> None:
@@ -80,9 +41,9 @@ class MemoryDataStore:
     def __init__(self, *, clock: Clock = utc_now) -> None:
         self._clock = clock
         self._lock = threading.Lock()
-        self._snapshots: dict[str, MemorySnapshot] = {}
-        self._pages: dict[tuple[str, int], MemoryPage] = {}
-        self._refs: dict[str, MemoryReference] = {}
+        self._snapshots: dict[str, SnapshotRecord] = {}
+        self._pages: dict[tuple[str, int], PageRecord] = {}
+        self._refs: dict[str, ReferenceRecord] = {}
         self._keys: dict[str, str] = {}
 
     def put_snapshot(
@@ -96,20 +57,20 @@ class MemoryDataStore:
         version: str | None = None,
         meta: dict[str, Any] | None = None,
         expires_at: datetime | None = None,
-    ) -> MemorySnapshot:
+    ) -> SnapshotRecord:
         _check_name("owner", owner)
         _check_name("source", source)
         if any(not isinstance(body, str) for body in pages):
             raise UserError("snapshot pages must be strings")
         if page_rows is not None and len(page_rows) != len(pages):
             raise UserError(f"page_rows has {len(page_rows)} counts for {len(pages)} pages")
-        snapshot = MemorySnapshot(
+        snapshot = SnapshotRecord(
             id=f"snap-{uuid.uuid4().hex[:16]}",
             owner=owner,
             source=source,
             locator=locator,
             version=version,
-            digest=_digest(pages),
+            digest=pages_digest(pages),
             page_count=len(pages),
             row_count=None if page_rows is None else sum(page_rows),
             meta=meta,
@@ -120,16 +81,16 @@ class MemoryDataStore:
             self._snapshots[snapshot.id] = snapshot
             for seq, body in enumerate(pages):
                 rows = None if page_rows is None else page_rows[seq]
-                self._pages[snapshot.id, seq] = MemoryPage(
+                self._pages[snapshot.id, seq] = PageRecord(
                     snapshot_id=snapshot.id, seq=seq, body=body, row_count=rows
                 )
         return snapshot
 
-    def get_snapshot(self, snapshot_id: str) -> MemorySnapshot | None:
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None:
         with self._lock:
             return self._snapshots.get(snapshot_id)
 
-    def get_page(self, snapshot_id: str, seq: int) -> MemoryPage | None:
+    def get_page(self, snapshot_id: str, seq: int) -> PageRecord | None:
         with self._lock:
             return self._pages.get((snapshot_id, seq))
 
@@ -141,10 +102,10 @@ class MemoryDataStore:
         kind: str,
         meta: dict[str, Any] | None = None,
         expires_at: datetime | None = None,
-    ) -> MemoryReference:
+    ) -> ReferenceRecord:
         _check_name("owner", owner)
         _check_name("reference kind", kind)
-        reference = MemoryReference(
+        reference = ReferenceRecord(
             id=f"ref-{uuid.uuid4().hex[:16]}",
             owner=owner,
             snapshot_id=snapshot_id,
@@ -159,7 +120,7 @@ class MemoryDataStore:
             self._refs[reference.id] = reference
         return reference
 
-    def get_reference(self, ref_id: str) -> MemoryReference | None:
+    def get_reference(self, ref_id: str) -> ReferenceRecord | None:
         with self._lock:
             return self._refs.get(ref_id)
 

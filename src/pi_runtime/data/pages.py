@@ -33,7 +33,7 @@ from .layout import REF_KEY, PagePlan, split_sizes
 from .qrp1 import Kind, decode
 from .qrp1.header import format_header, parse_header
 from .refs import REFERENCE_EXPIRED, REFERENCE_FORBIDDEN, reference_error
-from .storage import Clock, DataStore, SnapshotRow, TaskState, utc_now
+from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 
 __all__ = [
     "DEFAULT_PAGE_BYTES",
@@ -154,7 +154,7 @@ class Pager:
         time_key: str | None = None,
         extra: Mapping[str, str] | None = None,
         meta: Mapping[str, Any] | None = None,
-    ) -> SnapshotRow:
+    ) -> SnapshotRecord:
         """Freeze `rows` as a snapshot of pages; cursors will be bound to `query`, `sort`
         and `version` (the source's version the rows were read at).
 
@@ -185,7 +185,9 @@ class Pager:
 
     # Reading
 
-    def page(self, snapshot: SnapshotRow, number: int = 1, *, reference: str | None = None) -> Page:
+    def page(
+        self, snapshot: SnapshotRecord, number: int = 1, *, reference: str | None = None
+    ) -> Page:
         """Page `number` (1-based) of `snapshot`, which the caller reached through a
         checked reference (it must still be this owner's and kept); `reference` is
         written into page 1's header as `x-ref`."""
@@ -230,7 +232,7 @@ class Pager:
             raise cursor_error(CURSOR_INVALID, "the cursor points past the last page")
         return self._render(stored, claims.seq, None)
 
-    def segments(self, snapshot: SnapshotRow) -> Iterator[list[Any]]:
+    def segments(self, snapshot: SnapshotRecord) -> Iterator[list[Any]]:
         """The rows of `snapshot`, page by page (for tools reading data server-side)."""
         for seq in range(snapshot.page_count):
             row = self.store.get_page(snapshot.id, seq)
@@ -239,11 +241,11 @@ class Pager:
             value = decode(row.body)
             yield value if isinstance(value, list) else [value]
 
-    def rows(self, snapshot: SnapshotRow) -> list[Any]:
+    def rows(self, snapshot: SnapshotRecord) -> list[Any]:
         """Every row of `snapshot`, in order."""
         return [row for segment in self.segments(snapshot) for row in segment]
 
-    def _render(self, snapshot: SnapshotRow, seq: int, reference: str | None) -> Page:
+    def _render(self, snapshot: SnapshotRecord, seq: int, reference: str | None) -> Page:
         stored = self.store.get_page(snapshot.id, seq)
         if stored is None:
             raise reference_error(REFERENCE_EXPIRED, f"result {snapshot.id} lost page {seq + 1}")
@@ -284,12 +286,12 @@ def _epoch(moment: datetime | None) -> int:
     return _NEVER if moment is None else min(_NEVER - 1, math.floor(moment.timestamp()))
 
 
-def _sort_of(snapshot: SnapshotRow) -> str | None:
+def _sort_of(snapshot: SnapshotRecord) -> str | None:
     sort = (snapshot.meta or {}).get("sort")
     return sort if isinstance(sort, str) else None
 
 
-def _binding_of(snapshot: SnapshotRow) -> bytes:
+def _binding_of(snapshot: SnapshotRecord) -> bytes:
     return binding(
         query=snapshot.locator,
         sort=_sort_of(snapshot),
@@ -299,7 +301,7 @@ def _binding_of(snapshot: SnapshotRow) -> bytes:
 
 
 def _check_binding(
-    stored: SnapshotRow,
+    stored: SnapshotRecord,
     claims: CursorClaims,
     *,
     query: Mapping[str, Any] | None,

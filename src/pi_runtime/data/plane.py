@@ -18,7 +18,7 @@ from typing import Any
 from .pages import DEFAULT_PAGE_BYTES, DEFAULT_RETENTION_S, Page, Pager, check_task
 from .qrp1 import Kind
 from .refs import Reference, References, Resolved
-from .storage import Clock, DataStore, SnapshotRow, TaskState, utc_now
+from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 
 __all__ = ["DataPlane", "Published"]
 
@@ -27,7 +27,7 @@ __all__ = ["DataPlane", "Published"]
 class Published:
     """A result frozen in pages: its snapshot, the reference to it, its first page."""
 
-    snapshot: SnapshotRow
+    snapshot: SnapshotRecord
     reference: Reference
     first: Page
 

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import ToolError
-from .storage import Clock, DataStore, SnapshotRow, utc_now
+from .storage import Clock, DataStore, SnapshotRecord, utc_now
 
 __all__ = [
     "DEFAULT_REFERENCE_TTL_S",
@@ -129,7 +129,7 @@ class Resolved:
     """A reference that passed every check, and the snapshot it names."""
 
     reference: Reference
-    snapshot: SnapshotRow
+    snapshot: SnapshotRecord
 
 
 class References:
@@ -162,7 +162,7 @@ class References:
 
     def create(
         self,
-        snapshot: SnapshotRow,
+        snapshot: SnapshotRecord,
         *,
         kind: str,
         ttl_s: float | None = None,
@@ -237,7 +237,7 @@ def _reference(
     ref_id: str,
     owner: str,
     kind: str,
-    snapshot: SnapshotRow,
+    snapshot: SnapshotRecord,
     created_at: datetime,
     expires_at: datetime | None,
     stored: dict[str, Any] | None = None,

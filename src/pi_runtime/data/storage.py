@@ -2,23 +2,25 @@
 
 The durable store (`pi_runtime.durable.Store`, SQLite or PostgreSQL) satisfies it as it
 is; `MemoryDataStore` does for examples and tests without a database. The records are
-read-only views: the durable layer's frozen dataclasses fit them structurally, so this
-layer never imports the one above it.
+defined here, below both, and the durable layer returns these same classes.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Clock",
     "DataStore",
-    "PageRow",
-    "ReferenceRow",
-    "SnapshotRow",
+    "PageRecord",
+    "ReferenceRecord",
+    "SnapshotRecord",
     "TaskState",
+    "pages_digest",
     "utc_now",
 ]
 
@@ -30,67 +32,58 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-class SnapshotRow(Protocol):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotRecord:
     """A frozen copy of data stored in pages: what a reference or a cursor points at.
 
     `locator` is the query that produced it, `version` the source's version it was read
     at, `digest` a hash of every page (so a changed snapshot cannot pass for the old one).
     """
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def locator(self) -> dict[str, Any] | None: ...
-    @property
-    def version(self) -> str | None: ...
-    @property
-    def digest(self) -> str: ...
-    @property
-    def page_count(self) -> int: ...
-    @property
-    def row_count(self) -> int | None: ...
-    @property
-    def meta(self) -> dict[str, Any] | None: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def expires_at(self) -> datetime | None: ...
+    id: str
+    owner: str
+    source: str
+    locator: dict[str, Any] | None
+    version: str | None
+    digest: str
+    page_count: int
+    row_count: int | None
+    meta: dict[str, Any] | None
+    created_at: datetime
+    expires_at: datetime | None
 
 
-class PageRow(Protocol):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PageRecord:
     """One stored page (0-based `seq`) of a snapshot."""
 
-    @property
-    def snapshot_id(self) -> str: ...
-    @property
-    def seq(self) -> int: ...
-    @property
-    def body(self) -> str: ...
-    @property
-    def row_count(self) -> int | None: ...
+    snapshot_id: str
+    seq: int
+    body: str
+    row_count: int | None
 
 
-class ReferenceRow(Protocol):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReferenceRecord:
     """A stored reference: a handle on one snapshot, readable by its owner only."""
 
-    @property
-    def id(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def snapshot_id(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def meta(self) -> dict[str, Any] | None: ...
-    @property
-    def created_at(self) -> datetime: ...
-    @property
-    def expires_at(self) -> datetime | None: ...
+    id: str
+    owner: str
+    snapshot_id: str
+    kind: str
+    meta: dict[str, Any] | None
+    created_at: datetime
+    expires_at: datetime | None
+
+
+def pages_digest(pages: Sequence[str]) -> str:
+    """sha256 over the pages, each length-prefixed (so page boundaries count)."""
+    digest = hashlib.sha256()
+    for body in pages:
+        data = body.encode()
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return digest.hexdigest()
 
 
 @runtime_checkable
@@ -108,13 +101,13 @@ class DataStore(Protocol):
         version: str | None = None,
         meta: dict[str, Any] | None = None,
         expires_at: datetime | None = None,
-    ) -> SnapshotRow:
+    ) -> SnapshotRecord:
         """Store `pages` whole as a new snapshot under a new id."""
         ...
 
-    def get_snapshot(self, snapshot_id: str) -> SnapshotRow | None: ...
+    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None: ...
 
-    def get_page(self, snapshot_id: str, seq: int) -> PageRow | None: ...
+    def get_page(self, snapshot_id: str, seq: int) -> PageRecord | None: ...
 
     def create_reference(
         self,
@@ -124,11 +117,11 @@ class DataStore(Protocol):
         kind: str,
         meta: dict[str, Any] | None = None,
         expires_at: datetime | None = None,
-    ) -> ReferenceRow:
+    ) -> ReferenceRecord:
         """A new reference under a new id to an existing snapshot."""
         ...
 
-    def get_reference(self, ref_id: str) -> ReferenceRow | None: ...
+    def get_reference(self, ref_id: str) -> ReferenceRecord | None: ...
 
     def signing_key(self, name: str) -> str:
         """A secret every process sharing the store sees alike, made on first use."""

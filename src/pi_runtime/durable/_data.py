@@ -6,7 +6,6 @@ expiry, stable error codes) belong to the data layer, which sees the records who
 
 from __future__ import annotations
 
-import hashlib
 import secrets
 from collections.abc import Sequence
 from datetime import datetime
@@ -15,22 +14,13 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
+from ..data.storage import pages_digest
 from ..exceptions import UserError
 from . import _rows
 from . import schema as t
 from ._tx import Tx, check_id, check_json, new_id
 from .errors import NotFound
 from .records import PageRecord, ReferenceRecord, SnapshotRecord
-
-
-def pages_digest(pages: Sequence[str]) -> str:
-    """sha256 over the pages, each length-prefixed (so page boundaries count)."""
-    digest = hashlib.sha256()
-    for body in pages:
-        data = body.encode()
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return digest.hexdigest()
 
 
 def put_snapshot(

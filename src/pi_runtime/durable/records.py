@@ -1,4 +1,7 @@
-"""What the store hands back: plain frozen records, one per row kind, and their statuses."""
+"""What the store hands back: plain frozen records, one per row kind, and their statuses.
+
+The data plane's records (snapshots, pages, references) are the data layer's own classes,
+re-exported here: the store returns exactly what `pi_runtime.data.DataStore` declares."""
 
 from __future__ import annotations
 
@@ -6,6 +9,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
 
+from ..data.storage import PageRecord as PageRecord
+from ..data.storage import ReferenceRecord as ReferenceRecord
+from ..data.storage import SnapshotRecord as SnapshotRecord
 from ..messages import Message
 
 SessionStatus: TypeAlias = Literal[
@@ -226,43 +232,3 @@ class CancelResult:
     waits_cancelled: tuple[str, ...]  # tool_call_ids, each answered with a `cancelled` error
     runs_cancelled: tuple[str, ...]
     jobs_cancelled: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SnapshotRecord:
-    """A frozen, immutable copy of data (a tool's input or result), stored in pages."""
-
-    id: str
-    owner: str
-    source: str
-    locator: dict[str, Any] | None
-    version: str | None
-    digest: str
-    page_count: int
-    row_count: int | None
-    meta: dict[str, Any] | None
-    created_at: datetime
-    expires_at: datetime | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PageRecord:
-    """One stored page (segment) of a snapshot."""
-
-    snapshot_id: str
-    seq: int
-    body: str
-    row_count: int | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReferenceRecord:
-    """A handle to a snapshot that tools pass instead of data; read only by its owner."""
-
-    id: str
-    owner: str
-    snapshot_id: str
-    kind: str
-    meta: dict[str, Any] | None
-    created_at: datetime
-    expires_at: datetime | None
