@@ -2,6 +2,7 @@
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
+from ._text import has_surrogates, repair_text, repair_value
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -38,9 +39,12 @@ __all__ = [
     "Usage",
     "UserMessage",
     "depth_within",
+    "has_surrogates",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "repair_text",
+    "repair_value",
 ]

@@ -1,0 +1,79 @@
+"""Text from outside made safe to carry: lone UTF-16 surrogates become U+FFFD.
+
+Outside text (a model's reply, a tool's result, argv, a provider's stream) can hold a
+surrogate that has no partner: an escaped `\\ud800` in JSON, an emoji split across two
+stream chunks, undecodable bytes in argv (`surrogateescape`). No encoder can write such
+a string, so it is repaired where it enters; a proper pair (high then low) is joined
+into the one character it spells.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_surrogates(text: str) -> bool:
+    """Whether `text` holds any UTF-16 surrogate code point (paired or not)."""
+    return _SURROGATE.search(text) is not None
+
+
+def repair_text(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def repair_value(value: Any) -> Any:
+    """A JSON-like value with every string (keys included) repaired; others unchanged.
+
+    Iterative, so arbitrarily deep values cannot exhaust the stack; returns the very
+    object passed in when nothing needed repair.
+    """
+    if isinstance(value, str):
+        return repair_text(value)
+    if not isinstance(value, dict | list) or not _needs_repair(value):
+        return value
+    return _rebuild(value)
+
+
+def _needs_repair(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item) is not None:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return False
+
+
+def _rebuild(value: Any) -> Any:
+    # Post-order without recursion: each container is rebuilt after its children.
+    root: list[Any] = [None]
+    stack: list[tuple[Any, list[Any] | dict[str, Any], Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, slot = stack.pop()
+        if isinstance(item, str):
+            parent[slot] = repair_text(item)
+        elif isinstance(item, dict):
+            new: dict[str, Any] = {}
+            parent[slot] = new
+            for key, child in item.items():
+                fixed = repair_text(key) if isinstance(key, str) else key
+                new[fixed] = None
+                stack.append((child, new, fixed))
+        elif isinstance(item, list | tuple):
+            items: list[Any] = [None] * len(item)
+            parent[slot] = items
+            stack.extend((child, items, i) for i, child in enumerate(item))
+        else:
+            parent[slot] = item
+    return root[0]
