@@ -22,7 +22,7 @@ from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
 from pi_runtime.durable import LeaseLost, Store
-from pi_runtime.durable.recipe import Recipe
+from pi_runtime.durable.recipe import Recipe, stored_recipe
 from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
@@ -424,15 +424,17 @@ def test_a_session_keeps_its_agent(db_url: str, tmp_path: Path, store: Store) ->
     ("data", "message"),
     [
         (None, "no agent recipe"),
-        ({"model": "local", "colour": "red"}, "unknown fields"),
-        ({"tools": "mod:attr"}, "list of MODULE:ATTR"),
+        ({"model": "local", "colour": "red"}, "colour: unknown key"),
+        ({"tools": "mod:attr"}, "tools: must be a list of strings"),
         ({"tools": ["no-colon"]}, "MODULE:ATTR"),
         ({"limits": {"max_steps": 0}}, "max_steps"),
         ({"job_max_attempts": 0}, "job_max_attempts"),
         ({"job_max_attempts": "many"}, "malformed"),
-        ({"limits": {"speed": 3}}, "malformed"),
+        ({"limits": {"speed": 3}}, "limits.speed: unknown key"),
+        ({"allow": "get_weather"}, "allow: must be a list"),
+        ({"output": {"schema": "x.json"}}, "output: must name a JSON Schema"),
     ],
 )
 def test_a_bad_recipe_is_refused_with_its_reason(data: Any, message: str) -> None:
     with pytest.raises(UserError, match=message):
-        Recipe.from_dict(data)
+        stored_recipe(data)

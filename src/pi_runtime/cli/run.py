@@ -15,13 +15,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..durable import Conflict, StoreError
-from ..durable.recipe import Recipe
+from ..durable.recipe import definition_here
 from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
-from ..loop import Agent, Limits, RunResult, run_blocking
-from ..models import resolve_model
+from ..loop import Agent, RunResult, run_blocking
+from ..loop.agentfile import agent_error, read_agent_file
+from ..loop.definition import AgentDefinition, DefinitionError, absolute_model
+from ..models import Model
 from ..observe import Event
-from .loading import load_tools
 from .progress import render_progress
 from .session import open_db
 
@@ -30,6 +31,10 @@ EXIT_CODES = {"completed": 0, "awaiting": 3}
 
 def run_command(
     prompt: Annotated[str, typer.Argument(help="The user's message.")],
+    agent_file: Annotated[
+        Path | None,
+        typer.Option("--agent", help="Agent file (TOML) defining the agent; flags override it."),
+    ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Model spec, e.g. scripted:PATH.")
     ] = None,
@@ -57,8 +62,11 @@ def run_command(
         str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")
     ] = None,
     tool_choice: Annotated[
-        str, typer.Option("--tool-choice", help="Tool choice of the first model call only.")
-    ] = "auto",
+        str | None,
+        typer.Option(
+            "--tool-choice", help="Tool choice of the first model call only (default auto)."
+        ),
+    ] = None,
     trace_dir: Annotated[
         Path | None, typer.Option("--trace-dir", help="Where the JSONL trace goes.")
     ] = None,
@@ -66,26 +74,31 @@ def run_command(
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
     err = Console(stderr=True)
-    if session is not None or db is not None:
-        if session is None:
-            err.print("[red]error:[/] --db is the store of sessions: add --session ID")
-            raise typer.Exit(2)
-        limits = {
-            k: v
-            for k, v in (
-                ("max_steps", max_steps),
-                ("token_budget", token_budget),
-                ("wall_clock_s", timeout),
-            )
-            if v is not None
-        }
+    if db is not None and session is None:
+        err.print("[red]error:[/] --db is the store of sessions: add --session ID")
+        raise typer.Exit(2)
+    limits = {
+        k: v
+        for k, v in (
+            ("max_steps", max_steps),
+            ("token_budget", token_budget),
+            ("wall_clock_s", timeout),
+        )
+        if v is not None
+    }
+    try:
+        definition = _definition(agent_file, model=model, tools=tools, base_url=base_url)
+    except UserError as exc:
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        raise typer.Exit(2) from None
+    if session is not None:
+        named = agent_file is not None or model is not None or bool(tools) or base_url is not None
         code = _run_in_session(
             prompt,
             session,
             db,
-            model=model,
-            base_url=base_url,
-            tools=tools or [],
+            definition=definition,
+            named=named,
             limits=limits,
             trace_dir=trace_dir,
             tool_choice=tool_choice,
@@ -94,38 +107,60 @@ def run_command(
         )
         raise typer.Exit(code)
     try:
-        specs = [s for spec in tools or [] for s in load_tools(spec)]
-        agent = Agent(
-            resolve_model(model, base_url=base_url),
-            tools=specs,
-            max_steps=max_steps,
-            token_budget=token_budget,
-            wall_clock_s=timeout,
-            trace_dir=trace_dir,
-        )
-        agent._check_tool_choice(tool_choice)
+        agent = _build(definition, trace_dir=trace_dir, limits=limits)
+        if tool_choice is not None:
+            agent.validate_tool_choice(tool_choice)
     except UserError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
         raise typer.Exit(2) from None
     if as_json:
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
-            result = agent.run_sync(prompt, session_id=session, next_tool_choice=tool_choice)
+            result = agent.run_sync(prompt, next_tool_choice=tool_choice)
         typer.echo(result.to_json())
     else:
-        result = run_blocking(_run_with_progress(agent, prompt, session, tool_choice, err))
+        result = run_blocking(_run_with_progress(agent, prompt, tool_choice, err))
         if result.output is not None:
             typer.echo(result.output)
         elif result.error:
-            err.print(f"[red]{result.stop_reason}[/]: {result.error}", highlight=False)
-        err.print(f"[dim]trace: {result.trace}[/]", highlight=False)
+            err.print(f"[red]{result.stop_reason}[/]: {escape(result.error)}", highlight=False)
+        err.print(f"[dim]trace: {escape(str(result.trace))}[/]", highlight=False)
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
+def _definition(
+    agent_file: Path | None,
+    *,
+    model: str | None,
+    tools: list[str] | None,
+    base_url: str | None,
+) -> AgentDefinition:
+    """The agent the command line defines: the agent file with the flags over it."""
+    if agent_file is None:
+        return definition_here(model=model, tools=tools or [], base_url=base_url)
+    flags: dict[str, Any] = {"model": absolute_model(model, Path.cwd()), "base_url": base_url}
+    if tools:  # tools named on the command line import from the current folder
+        flags.update(tools=tuple(tools), import_path=os.getcwd())
+    return read_agent_file(agent_file).with_overrides(**flags)
+
+
+def _build(
+    definition: AgentDefinition,
+    *,
+    trace_dir: Path | None,
+    limits: dict[str, Any],
+    models: dict[str, Model] | None = None,
+) -> Agent:
+    try:
+        return definition.build_agent(trace_dir=trace_dir, limits=limits, models=models)
+    except DefinitionError as exc:
+        raise agent_error(definition, exc) from None
+
+
 async def _run_with_progress(
-    agent: Agent, prompt: str, session: str | None, choice: str, err: Console
+    agent: Agent, prompt: str, choice: str | None, err: Console
 ) -> RunResult:
-    stream = agent.run_stream(prompt, session_id=session, next_tool_choice=choice)
+    stream = agent.run_stream(prompt, next_tool_choice=choice)
     async for event in stream:
         if event.kind != "model_delta":
             render_progress(event, err)
@@ -138,24 +173,20 @@ def _run_in_session(
     session_id: str,
     db: str | None,
     *,
-    model: str | None,
-    base_url: str | None,
-    tools: list[str],
+    definition: AgentDefinition,
+    named: bool,
     limits: dict[str, Any],
     trace_dir: Path | None,
-    tool_choice: str,
+    tool_choice: str | None,
     as_json: bool,
     err: Console,
 ) -> int:
     """One turn of a persistent session; the exit code. A session keeps the agent it was
-    started with; limits given now apply to this turn."""
+    started with; limits and tool choice given now apply to this request."""
     store = open_db(db)
     try:
-        fresh = Recipe.here(model=model, tools=tools, limits=Limits(**limits), base_url=base_url)
-        named = model is not None or bool(tools) or base_url is not None
-        _, recipe = open_session(store, session_id, fresh, same_agent=named)
-        agent = recipe.build_agent(trace_dir=trace_dir, limits=limits)
-        agent._check_tool_choice(tool_choice)
+        _, recipe = open_session(store, session_id, definition, same_agent=named)
+        agent = _build(recipe, trace_dir=trace_dir, limits=limits)
         on_event = None if as_json else _progress(err)
         owner = f"cli-{socket.gethostname()}-{os.getpid()}"
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
@@ -169,6 +200,8 @@ def _run_in_session(
                     owner=owner,
                     job_max_attempts=recipe.job_max_attempts,
                     on_event=on_event,
+                    tool_choice=tool_choice,
+                    limits=limits,
                 )
             )
     except Conflict as exc:

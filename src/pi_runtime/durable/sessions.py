@@ -6,7 +6,7 @@ the new messages and the waits, in one transaction. The lease is renewed while t
 works; a run whose lease was lost writes nothing (another holder redoes it).
 
     store = open_store("sqlite:///.pi/pi.db")
-    session, recipe = open_session(store, "s1", Recipe.here(model="scripted:run.json"))
+    session, recipe = open_session(store, "s1", definition_here(model="scripted:run.json"))
     turn = run_blocking(run_turn(store, "s1", "hello", agent=recipe.build_agent(),
                                  owner="cli-1"))
     turn.result.status   # "awaiting" when a background job must finish first
@@ -27,7 +27,7 @@ from ..observe import Event
 from ..tools import Launcher, ToolSpec
 from ._lease import Heartbeat
 from .errors import Conflict, LeaseLost
-from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe
+from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe, definition_here, stored_recipe
 from .records import RunRecord, SessionRecord
 from .store import DEFAULT_LEASE_S, Store
 
@@ -53,31 +53,65 @@ class SessionTurn:
 def open_session(
     store: Store, session_id: str, recipe: Recipe | None = None, *, same_agent: bool = True
 ) -> tuple[SessionRecord, Recipe]:
-    """The session and its stored recipe; created with `recipe` if it does not exist.
+    """The session and its stored agent definition; created with `recipe` if it does not
+    exist.
 
     A session keeps the agent it was created with (its workers rebuild that one): with
-    `same_agent`, a recipe naming another model, tools or server is a UserError.
+    `same_agent`, a definition of another agent (limits aside) is a UserError.
     """
     session = store.get_session(session_id)
     if session is None:
-        wanted = recipe or Recipe.here()
+        wanted = recipe or definition_here()
         try:
             session = store.create_session(session_id, agent=wanted.to_dict())
         except Conflict:  # created meanwhile by another process: use that one
             session = store.get_session(session_id)
             if session is None:
                 raise
-    stored = Recipe.from_dict(session.agent)
-    if recipe is not None and same_agent and _agent_of(recipe) != _agent_of(stored):
+    stored = stored_recipe(session.agent)
+    if recipe is not None and same_agent and not recipe.same_agent(stored):
         raise UserError(
             f"session {session_id!r} runs model {stored.model or 'local'!r} with tools "
-            f"{list(stored.tools)}; a session keeps its agent: start a new session to change it"
+            f"{list(stored.tools)}"
+            + (f" from {stored.source}" if stored.source else "")
+            + "; a session keeps its agent: start a new session to change it"
         )
     return session, stored
 
 
-def _agent_of(recipe: Recipe) -> tuple[Any, ...]:
-    return (recipe.model, recipe.tools, recipe.base_url)
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """The user request a run serves: its user run's input and the time spent so far.
+
+    Attributes:
+        input: the user run's input (`prompt`, and the `tool_choice` and `limits` given
+            for this request, if any).
+        elapsed_s: seconds the request's earlier runs took (time spent waiting for
+            background jobs is not counted).
+    """
+
+    input: dict[str, Any]
+    elapsed_s: float = 0.0
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        value = self.input.get("limits")
+        return dict(value) if isinstance(value, dict) else {}
+
+
+def request_of(store: Store, run: RunRecord) -> Request:
+    """The request `run` serves: itself for a user run, else the user run its chain of
+    continuations started from."""
+    elapsed = 0.0
+    current: RunRecord | None = run
+    seen: set[str] = set()
+    while current is not None and current.kind != "user" and current.id not in seen:
+        seen.add(current.id)
+        parent = store.get_run(current.parent_run_id) if current.parent_run_id else None
+        if parent is not None and parent.started_at and parent.finished_at:
+            elapsed += max(0.0, (parent.finished_at - parent.started_at).total_seconds())
+        current = parent
+    return Request(input=dict((current.input if current else None) or {}), elapsed_s=elapsed)
 
 
 def store_launcher(
@@ -126,15 +160,28 @@ async def run_turn(
     lease_s: float = DEFAULT_LEASE_S,
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
     on_event: EventSink | None = None,
+    tool_choice: str | None = None,
+    limits: dict[str, Any] | None = None,
 ) -> SessionTurn:
     """A user turn: a new run of the session under `owner`'s lease, run and finished.
+
+    `tool_choice` (the request's first model call) and `limits` (overriding the
+    session's for this request, continuations included) are stored with the run, so a
+    worker that takes the request over uses them too; `agent` must already apply them.
 
     Raises:
         Conflict: the session is busy, or awaiting results of background jobs.
         LeaseLost: the lease was lost mid-run; nothing of the run was stored.
     """
+    if tool_choice is not None:
+        agent.validate_tool_choice(tool_choice)
+    given: dict[str, Any] = {"prompt": prompt}
+    if tool_choice is not None:
+        given["tool_choice"] = tool_choice
+    if limits:
+        given["limits"] = dict(limits)
     run = await asyncio.to_thread(
-        store.create_run, session_id, input={"prompt": prompt}, owner=owner, lease_s=lease_s
+        store.create_run, session_id, input=given, owner=owner, lease_s=lease_s
     )
     return await drive(
         store,
@@ -156,20 +203,31 @@ async def drive(
     lease_s: float = DEFAULT_LEASE_S,
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
     on_event: EventSink | None = None,
+    request_elapsed_s: float = 0.0,
 ) -> SessionTurn:
     """Run and finish a run `owner` holds: a user run (from its prompt) or a
-    `server_result` continuation (from the conversation as it stands)."""
-    prompt = (run.input or {}).get("prompt") if run.kind == "user" else None
+    `server_result` continuation (from the conversation as it stands).
+
+    The guards cover the whole user request: a continuation's agent counts the
+    request's earlier model calls, tokens and tool calls from the conversation, and
+    `request_elapsed_s` (see `request_of`) against its wall clock.
+    """
+    given = run.input or {}
+    prompt = given.get("prompt") if run.kind == "user" else None
+    choice = given.get("tool_choice") if run.kind == "user" else "auto"
     stored = await asyncio.to_thread(store.load_messages, run.session_id)
     history = [s.message for s in stored]
     options: dict[str, Any] = {
         "history": history,
         "session_id": run.session_id,
         "run_id": run.id,
+        "next_tool_choice": choice if isinstance(choice, str) else None,
+        "request_elapsed_s": request_elapsed_s,  # MERGE-TODO
         "launcher": store_launcher(
             store, run, owner, lease_s=lease_s, max_attempts=job_max_attempts
         ),
     }
+    options.pop("request_elapsed_s")  # MERGE-TODO
     task = asyncio.create_task(_execute(agent, prompt, options, on_event))
 
     def renew() -> None:

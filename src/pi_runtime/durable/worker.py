@@ -34,10 +34,10 @@ from ..tools import ToolSpec
 from ._lease import RELEASE_S
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
-from .recipe import Recipe
+from .recipe import stored_recipe
 from .records import JobRecord, OutboxEvent, RunRecord
 from .results import DEFAULT_MAX_RESULT_BYTES, ResultEncoder, qrp1_result, result_message
-from .sessions import drive
+from .sessions import drive, request_of
 from .store import DEFAULT_LEASE_S, Store
 
 log = logging.getLogger("pi_runtime.durable")
@@ -246,8 +246,12 @@ class Worker:
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:
             session = await asyncio.to_thread(self.store.get_session, run.session_id)
-            recipe = Recipe.from_dict(session.agent if session else None)
-            agent = recipe.build_agent(trace_dir=self.trace_dir, models=self._models)
+            recipe = stored_recipe(session.agent if session else None)
+            request = await asyncio.to_thread(request_of, self.store, run)
+            # the very agent the session defines, with the limits its request was given
+            agent = recipe.build_agent(
+                trace_dir=self.trace_dir, models=self._models, limits=request.limits
+            )
             turn = await drive(
                 self.store,
                 run,
@@ -255,6 +259,7 @@ class Worker:
                 owner=owner,
                 lease_s=self.lease_s,
                 job_max_attempts=recipe.job_max_attempts,
+                request_elapsed_s=request.elapsed_s,
             )
         except LeaseLost as exc:
             log.warning("run %s: %s", run.id, exc)
@@ -298,7 +303,7 @@ class Worker:
         session = await asyncio.to_thread(self.store.get_session, session_id)
         tools: dict[str, ToolSpec] | None
         try:
-            recipe = Recipe.from_dict(session.agent if session else None)
+            recipe = stored_recipe(session.agent if session else None)
             tools = {spec.name: spec for spec in recipe.load_tools()}
         except UserError as exc:
             log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)

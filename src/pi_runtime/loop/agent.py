@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -38,6 +38,8 @@ from ..observe import (
 from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
 from ._sync import run_blocking
+from .agentfile import agent_error, read_agent_file
+from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
 from .result import RunResult, status_of
 from .runner import Driver
@@ -67,6 +69,10 @@ class Agent:
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
         retry_base_s: first backoff delay for transient tool and model failures.
+        tool_choice: the tool choice of each request's first model call (`auto`,
+            `required`, `none` or a tool name); `run(next_tool_choice=…)` overrides it.
+        definition: the `AgentDefinition` this agent was built from, if any (a durable
+            session stores it so every continuation runs this same agent).
     """
 
     def __init__(
@@ -90,6 +96,8 @@ class Agent:
         trace_dir: str | Path | bool | None = None,
         retry_base_s: float = 0.25,
         model_retries: int = 2,
+        tool_choice: str = "auto",
+        definition: AgentDefinition | None = None,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -143,8 +151,33 @@ class Agent:
             self.trace_dir = Path(trace_dir)
         self.retry_base_s = retry_base_s
         self.model_retries = model_retries
+        self.definition = definition
+        self.tool_choice = tool_choice
+        self.validate_tool_choice(tool_choice)
 
-    def _check_tool_choice(self, choice: str) -> None:
+    @classmethod
+    def from_file(
+        cls, path: str | Path, *, trace_dir: str | Path | bool | None = None, **overrides: Any
+    ) -> Agent:
+        """The agent an agent file (TOML) defines.
+
+        Args:
+            path: the agent file.
+            trace_dir: where its runs write traces (as `Agent`).
+            overrides: `AgentDefinition` fields replacing the file's (`limits` and
+                `budget` merged field by field), e.g. `model="scripted:run.json"`.
+        """
+        try:
+            definition = read_agent_file(path).with_overrides(**overrides)
+        except TypeError as exc:
+            raise UserError(f"Agent.from_file: {exc}") from None
+        try:
+            return definition.build_agent(trace_dir=trace_dir)
+        except DefinitionError as exc:
+            raise agent_error(definition, exc) from None
+
+    def validate_tool_choice(self, choice: str) -> None:
+        """Raise UserError unless `choice` is a tool choice this agent can make."""
         allowed = self.allow if self.allow is not None else {s.name for s in self.tools}
         if choice not in TOOL_CHOICE_MODES and choice not in allowed:
             raise UserError(
@@ -157,7 +190,7 @@ class Agent:
         *,
         history: Sequence[Message] = (),
         session_id: str | None = None,
-        next_tool_choice: str = "auto",
+        next_tool_choice: str | None = None,
         run_id: str | None = None,
         launcher: Launcher | None = None,
         _live: asyncio.Queue[Event] | None = None,
@@ -169,11 +202,14 @@ class Agent:
                 after a background job's result was delivered into it).
             history: earlier messages of the conversation.
             session_id: the conversation's id (feeds idempotency keys); a new one if None.
-            next_tool_choice: tool choice for the first model call only.
+            next_tool_choice: tool choice for the first model call only (default: the
+                agent's `tool_choice` for a new request, `auto` for a continuation).
             run_id: the run's id (a new one if None), e.g. the id a store gave it.
             launcher: starts jobs for background tools; without one they run inline.
         """
-        self._check_tool_choice(next_tool_choice)
+        if next_tool_choice is None:
+            next_tool_choice = self.tool_choice if prompt is not None else "auto"
+        self.validate_tool_choice(next_tool_choice)
         if prompt is None and not history:
             raise UserError("a run needs a prompt or a conversation to continue")
         run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"

@@ -1,0 +1,127 @@
+"""Agent files: one TOML file that defines an agent for its whole life.
+
+    model = "scripted:script.json"          # any model spec; paths relative to this file
+    instructions = "You answer weather questions."   # or [instructions] role = …, task = …
+    tools = ["tools:TOOLS"]                 # MODULE:ATTR, importable from this file's folder
+                                            # (from above its package, if it is in one)
+    allow = ["get_weather"]
+    tool_choice = "get_weather"             # the first call of each request only
+    output = "contract.json"                # a JSON Schema file (or [output] schema = …)
+    [limits]
+    max_steps = 8
+
+Paths are resolved against the file's folder, the output schema is read in, and the
+result is an `AgentDefinition` that no longer depends on the file. A mistake is one
+`UserError` naming the file, the line when it can be found, and the key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import UserError
+from .definition import AgentDefinition, DefinitionError, absolute_model
+
+
+def read_agent_file(path: str | Path) -> AgentDefinition:
+    """The agent defined by the TOML file at `path`, its tools importable and checked."""
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"agent file {file}: cannot read it: {exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"agent file {file}: not valid TOML: {exc}") from None
+    base = file.resolve().parent
+    try:
+        definition = AgentDefinition.from_dict(_resolved(data, base, file))
+        definition.load_tools()
+    except DefinitionError as exc:
+        raise UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}") from None
+    return definition
+
+
+def agent_error(definition: AgentDefinition, exc: DefinitionError) -> UserError:
+    """`exc` as a UserError naming the agent file (and line) when there is one."""
+    if definition.source is None:
+        return exc
+    file = Path(definition.source)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    return UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}")
+
+
+def _resolved(data: dict[str, Any], base: Path, file: Path) -> dict[str, Any]:
+    """The file's table with its paths resolved: what a session can store as it is."""
+    out = dict(data)
+    if "source" in out or "import_path" in out:
+        key = "source" if "source" in out else "import_path"
+        raise DefinitionError(key, "is set by Pi, not by an agent file")
+    model = out.get("model")
+    if isinstance(model, str):
+        out["model"] = absolute_model(model, base)
+    if "output" in out:
+        out["output"] = _output(out["output"], base)
+    out["import_path"] = str(_import_root(base))
+    out["source"] = str(file.resolve())
+    return out
+
+
+def _import_root(folder: Path) -> Path:
+    """Where tool modules import from: the file's folder, or, when that folder is inside
+    a package, the folder holding the outermost package (so `examples/weather/agent.toml`
+    names `examples.weather.tools:TOOLS`, as code importing it would)."""
+    root = folder
+    while (root / "__init__.py").is_file() and root.parent != root:
+        root = root.parent
+    return root
+
+
+def _output(value: Any, base: Path) -> Any:
+    """`output = "schema.json"` or `[output] schema = "schema.json"`: the schema read in."""
+    table = {"schema": value} if isinstance(value, str) else value
+    if not isinstance(table, dict) or not isinstance(table.get("schema"), str):
+        raise DefinitionError("output", "must name a JSON Schema file (or a table with `schema`)")
+    path = (base / table["schema"]).resolve()
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DefinitionError("output", f"cannot read {path}: {exc}") from None
+    except ValueError as exc:
+        raise DefinitionError("output", f"{path} is not JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise DefinitionError("output", f"{path} must hold a JSON Schema object")
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "output"
+    return {"name": name, **table, "schema": schema}
+
+
+def _where(file: Path, text: str, key: str) -> str:
+    """`FILE:LINE: ` for the line that sets `key` (dotted), or `FILE: `."""
+    line = _line_of(text, key)
+    return f"{file}:{line}: " if line else f"{file}: "
+
+
+def _line_of(text: str, key: str) -> int | None:
+    *tables, name = key.split(".")
+    section = ".".join(tables)
+    current = ""
+    setting = re.compile(rf"\s*(\"{re.escape(name)}\"|{re.escape(name)})\s*=")
+    header = re.compile(r"\s*\[+\s*([^\]]+?)\s*\]+")
+    for number, line in enumerate(text.split("\n"), 1):
+        found = header.match(line)
+        if found:
+            current = found.group(1).replace(" ", "")
+            if not tables and current == name:
+                return number  # a whole table is at fault: its header
+            continue
+        if current == section and setting.match(line):
+            return number
+    return None

@@ -1,0 +1,368 @@
+"""`AgentDefinition`: everything that defines an agent, as plain JSON values.
+
+The declarative twin of `Agent`. An agent file is read into one (`pi_runtime.loop.
+agentfile`); a durable session stores one (`to_dict`), and every continuation, by any
+worker, builds that same agent from it (`build_agent`): the allow-list, instructions,
+output contract, budget, retrieval and tool choice included.
+
+Each key is one entry of `_RULES`: a checker that turns a raw value into the stored one
+or raises `DefinitionError` naming the key. Adding a key is one field and one rule.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from ..context import Budget, PromptParts
+from ..contract import OutputContract
+from ..exceptions import UserError
+from ..models import Model, resolve_model
+from ..tools import ToolSpec
+from ..tools.loading import load_tools, split_ref
+from ..tools.retrieval import ToolRetriever
+from .guards import Limits
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+DEFAULT_JOB_ATTEMPTS = 5
+# Model specs whose argument is a file path: made absolute, so any folder works.
+PATH_SPECS = ("scripted", "replay", "local")
+# Cheap, stateful-per-run models are built anew each time; others are worth keeping.
+_FRESH_SPECS = ("scripted", "replay")
+_RETRIEVAL_KEYS = {"threshold": int, "top_k": int, "always_include": list, "embedder": str}
+_EMBEDDERS = ("auto", "bm25")
+
+
+class DefinitionError(UserError):
+    """A key of an agent definition is wrong; `key` is its dotted path (`limits.max_steps`)."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentDefinition:
+    """An agent as data: what `pi run --agent FILE.toml` reads and a session stores.
+
+    Attributes:
+        model: a model spec string (None: the embedded default).
+        base_url: an OpenAI-compatible server for the model.
+        instructions: the role (a string), or the `PromptParts` fields as a table.
+        tools: `MODULE:ATTR` references, each a tool or a list of tools.
+        allow: the tools it may call (None: all); others are `permission_denied`.
+        tool_choice: the tool choice of a user request's first model call.
+        output: the output contract: `{"name", "schema", "strict", "max_repairs"}`.
+        limits: `Limits` fields; missing ones take their defaults.
+        budget: `Budget` fields of each request's token budget.
+        retrieval: tool retrieval (`threshold`, `top_k`, `always_include`, `embedder`
+            of `auto` or `bm25`); None: every tool is offered.
+        import_path: the folder tool modules import from (an agent file's own folder).
+        job_max_attempts: how often a background job may be interrupted (a worker dying)
+            and started again before it fails.
+        source: the file the definition was read from, if any (for messages only).
+    """
+
+    model: str | None = None
+    base_url: str | None = None
+    instructions: str | dict[str, Any] | None = None
+    tools: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    tool_choice: str | None = None
+    output: dict[str, Any] | None = None
+    limits: dict[str, Any] = field(default_factory=dict)
+    budget: dict[str, Any] = field(default_factory=dict)
+    retrieval: dict[str, Any] | None = None
+    import_path: str | None = None
+    job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        for item in fields(self):
+            rule = _RULES[item.name]
+            object.__setattr__(self, item.name, rule(item.name, getattr(self, item.name)))
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AgentDefinition:
+        """A definition from its `to_dict` form (or an agent file's resolved table)."""
+        if not isinstance(data, Mapping):
+            raise UserError(f"an agent definition is a table of keys, got {type(data).__name__}")
+        unknown = sorted(set(data) - set(_RULES))
+        if unknown:
+            raise DefinitionError(unknown[0], f"unknown key; known keys: {', '.join(_RULES)}")
+        return cls(**dict(data))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values, as a session stores them."""
+        data = {item.name: getattr(self, item.name) for item in fields(self)}
+        data["tools"] = list(self.tools)
+        data["allow"] = None if self.allow is None else list(self.allow)
+        return data
+
+    def with_overrides(self, **changes: Any) -> AgentDefinition:
+        """A copy with `changes` (None values are ignored); `limits` and `budget` are
+        merged field by field, as command-line flags override an agent file."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        for table in ("limits", "budget"):
+            if table in given:
+                given[table] = {**getattr(self, table), **given[table]}
+        return dataclasses.replace(self, **given)
+
+    def same_agent(self, other: AgentDefinition) -> bool:
+        """Whether both define the same agent (limits and job attempts aside, which a
+        turn may change)."""
+        skip = {"limits", "job_max_attempts", "source"}
+        mine, theirs = self.to_dict(), other.to_dict()
+        return all(mine[k] == theirs[k] for k in mine if k not in skip)
+
+    def load_tools(self) -> list[ToolSpec]:
+        """The tools, imported (a DefinitionError on `tools` names the one that failed)."""
+        try:
+            return [spec for ref in self.tools for spec in load_tools(ref, self.import_path)]
+        except DefinitionError:
+            raise
+        except UserError as exc:
+            raise DefinitionError("tools", str(exc)) from None
+
+    def build_agent(
+        self,
+        *,
+        trace_dir: str | Path | bool | None = None,
+        models: dict[str, Model] | None = None,
+        model: Model | None = None,
+        limits: Mapping[str, Any] | None = None,
+    ) -> Agent:
+        """The `Agent` this defines.
+
+        Args:
+            trace_dir: where its runs write traces (as `Agent`).
+            models: a cache of models costly to load, kept by the caller across calls.
+            model: a model object to use instead of building one from `model`.
+            limits: limits overriding the definition's for this agent only.
+        """
+        from .agent import Agent  # agent.py imports this module
+
+        merged = {**self.limits, **(limits or {})}
+        try:
+            return Agent(
+                model or self._model(models),
+                tools=self.load_tools(),
+                allow=self.allow,
+                instructions=_prompt_parts(self.instructions),
+                output=_contract(self.output),
+                budget=Budget(**self.budget),
+                tool_retrieval=_retriever(self.retrieval),
+                limits=Limits(**merged),
+                tool_choice=self.tool_choice or "auto",
+                trace_dir=trace_dir,
+                definition=self,
+            )
+        except DefinitionError:
+            raise
+        except UserError as exc:
+            raise DefinitionError(_blame(str(exc)), str(exc)) from None
+
+    def _model(self, cache: dict[str, Model] | None) -> Model:
+        key = f"{self.model}@{self.base_url}"
+        fresh = (self.model or "").partition(":")[0] in _FRESH_SPECS
+        if cache is not None and not fresh and key in cache:
+            return cache[key]
+        try:
+            model = resolve_model(self.model, base_url=self.base_url)
+        except UserError as exc:
+            raise DefinitionError("model", str(exc)) from None
+        if cache is not None and not fresh:
+            cache[key] = model
+        return model
+
+
+def _blame(message: str) -> str:
+    """The key an Agent constructor's complaint is about (best effort)."""
+    for key, words in (
+        ("allow", ("allow names",)),
+        ("tool_choice", ("tool_choice", "next_tool_choice")),
+        ("tools", ("two tools share", "@tool")),
+        ("output", ("contract",)),
+        ("budget", ("Budget.",)),
+    ):
+        if any(w in message for w in words):
+            return key
+    return "limits"
+
+
+# Rules: each takes (key, raw value) and returns the stored value or raises.
+
+
+def _optional_str(key: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value):
+        raise DefinitionError(key, f"must be a non-empty string, got {value!r}")
+    return value
+
+
+def _names(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        raise DefinitionError(key, f"must be a list of strings, got {value!r}")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise DefinitionError(key, f"must be a list of non-empty strings, got {item!r}")
+    return tuple(value)
+
+
+def _tools(key: str, value: Any) -> tuple[str, ...]:
+    refs = _names(key, value)
+    for ref in refs:
+        try:
+            split_ref(ref)
+        except UserError as exc:
+            raise DefinitionError(key, str(exc)) from None
+    return refs
+
+
+def _allow(key: str, value: Any) -> tuple[str, ...] | None:
+    return None if value is None else _names(key, value)
+
+
+def _instructions(key: str, value: Any) -> str | dict[str, Any] | None:
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a string or a table of prompt parts, got {value!r}")
+    return _dataclass_table(key, PromptParts, value)
+
+
+def _output(key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not isinstance(value.get("schema"), Mapping):
+        raise DefinitionError(key, "must name a JSON Schema file (or a table with `schema`)")
+    allowed = {"name", "schema", "strict", "max_repairs"}
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise DefinitionError(f"{key}.{unknown[0]}", f"unknown key; known: {sorted(allowed)}")
+    table = {"name": "output", "strict": True, "max_repairs": 2, **value}
+    try:
+        _contract(table)
+    except UserError as exc:
+        raise DefinitionError(key, str(exc)) from None
+    return table
+
+
+def _limits(key: str, value: Any) -> dict[str, Any]:
+    return _dataclass_table(key, Limits, value)
+
+
+def _budget(key: str, value: Any) -> dict[str, Any]:
+    return _dataclass_table(key, Budget, value)
+
+
+def _retrieval(key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table, got {value!r}")
+    for name, item in value.items():
+        kind = _RETRIEVAL_KEYS.get(name)
+        if kind is None:
+            raise DefinitionError(f"{key}.{name}", f"unknown key; known: {sorted(_RETRIEVAL_KEYS)}")
+        if not isinstance(item, kind) or isinstance(item, bool):
+            raise DefinitionError(f"{key}.{name}", f"must be {kind.__name__}, got {item!r}")
+    if value.get("embedder", "auto") not in _EMBEDDERS:
+        raise DefinitionError(f"{key}.embedder", f"must be one of {_EMBEDDERS}")
+    try:
+        _retriever(dict(value))
+    except UserError as exc:
+        raise DefinitionError(key, str(exc)) from None
+    return dict(value)
+
+
+def _job_attempts(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
+    return value
+
+
+_RULES: dict[str, Callable[[str, Any], Any]] = {
+    "model": _optional_str,
+    "base_url": _optional_str,
+    "instructions": _instructions,
+    "tools": _tools,
+    "allow": _allow,
+    "tool_choice": _optional_str,
+    "output": _output,
+    "limits": _limits,
+    "budget": _budget,
+    "retrieval": _retrieval,
+    "import_path": _optional_str,
+    "job_max_attempts": _job_attempts,
+    "source": _optional_str,
+}
+
+
+def _dataclass_table(key: str, cls: type, value: Any) -> dict[str, Any]:
+    """`value` checked as keyword arguments of dataclass `cls`: known keys, right types,
+    and whatever `cls` itself checks."""
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table, got {value!r}")
+    types = _field_types(cls)
+    for name, item in value.items():
+        if name not in types:
+            raise DefinitionError(f"{key}.{name}", f"unknown key; known: {', '.join(types)}")
+        try:
+            types[name].validate_python(item, strict=True)
+        except ValidationError as exc:
+            problem = exc.errors()[0]["msg"] if exc.errors() else str(exc)
+            raise DefinitionError(f"{key}.{name}", f"{problem}, got {item!r}") from None
+    try:
+        cls(**value)
+    except UserError as exc:
+        raise DefinitionError(key, str(exc)) from None
+    return dict(value)
+
+
+@cache
+def _field_types(cls: type) -> dict[str, TypeAdapter[Any]]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: TypeAdapter(hints[f.name]) for f in fields(cls) if f.init}
+
+
+def _prompt_parts(value: str | dict[str, Any] | None) -> str | PromptParts | None:
+    return PromptParts(**value) if isinstance(value, dict) else value
+
+
+def _contract(table: Mapping[str, Any] | None) -> OutputContract | None:
+    if table is None:
+        return None
+    return OutputContract.from_schema(
+        dict(table["schema"]),
+        name=table["name"],
+        strict=table["strict"],
+        max_repairs=table["max_repairs"],
+    )
+
+
+def _retriever(table: Mapping[str, Any] | None) -> ToolRetriever | None:
+    if table is None:
+        return None
+    options = dict(table)
+    embedder = options.pop("embedder", "auto")
+    return ToolRetriever(**options, embedder="auto" if embedder == "auto" else None)
+
+
+def absolute_model(spec: str | None, base: Path) -> str | None:
+    """`spec` with a file path argument made absolute against `base`."""
+    if spec is None:
+        return None
+    prefix, sep, rest = spec.partition(":")
+    if sep and rest and prefix in PATH_SPECS:
+        return f"{prefix}:{(base / Path(rest).expanduser()).resolve()}"
+    return spec
