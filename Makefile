@@ -26,7 +26,7 @@ DEMO_DB ?= sqlite:///.pi/demo.db
 demo: $(STAMP)
 	@id=weather-$$(date +%s); \
 	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" --session $$id \
-		--db $(DEMO_DB) --tools examples.weather.tools:TOOLS --max-steps 6 --timeout 300; \
+		--db $(DEMO_DB) --agent examples/weather/agent.toml --model local; \
 	code=$$?; test $$code -ne 2 || exit 2; \
 	echo "--- session $$id as stored in $(DEMO_DB):"; \
 	$(BIN)/pi session show $$id --db $(DEMO_DB)
@@ -35,14 +35,13 @@ demo: $(STAMP)
 demo-jobs: $(STAMP)
 	@id=jobs-$$(date +%s); \
 	$(BIN)/pi run "ACME 均线交叉" --session $$id --db $(DEMO_DB) \
-		--model scripted:examples/jobs/script.json --tools examples.jobs.tools:TOOLS; \
+		--agent examples/jobs/agent.toml; \
 	test $$? -eq 3 || exit 1; \
 	$(BIN)/pi worker --once --db $(DEMO_DB) && $(BIN)/pi session show $$id --db $(DEMO_DB)
 
 demo-scripted: $(STAMP)
 	$(BIN)/pi run "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。" \
-		--model scripted:examples/weather/script.json \
-		--tools examples.weather.tools:TOOLS
+		--agent examples/weather/agent.toml
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests examples
