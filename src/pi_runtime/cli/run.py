@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from ..durable import Conflict, StoreError
 from ..durable.recipe import Recipe
@@ -21,6 +20,7 @@ from ..exceptions import UserError
 from ..loop import Agent, Limits, RunResult, run_blocking
 from ..models import resolve_model
 from ..observe import Event
+from ._console import err_console, fail, say
 from .loading import load_tools
 from .progress import render_progress
 from .session import open_db
@@ -65,11 +65,10 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult JSON only.")] = False,
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
-    err = Console(stderr=True)
+    err = err_console()
     if session is not None or db is not None:
         if session is None:
-            err.print("[red]error:[/] --db is the store of sessions: add --session ID")
-            raise typer.Exit(2)
+            fail("--db is the store of sessions: add --session ID")
         limits = {
             k: v
             for k, v in (
@@ -105,8 +104,7 @@ def run_command(
         )
         agent._check_tool_choice(tool_choice)
     except UserError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if as_json:
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
@@ -117,8 +115,8 @@ def run_command(
         if result.output is not None:
             typer.echo(result.output)
         elif result.error:
-            err.print(f"[red]{result.stop_reason}[/]: {result.error}", highlight=False)
-        err.print(f"[dim]trace: {result.trace}[/]", highlight=False)
+            say(err, (result.stop_reason, "red"), ": ", result.error)
+        say(err, (f"trace: {result.trace}", "dim"))
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
@@ -178,17 +176,17 @@ def _run_in_session(
             if status is not None and status.status == "awaiting_server_tool"
             else ""
         )
-        err.print(f"[red]error:[/] {escape(str(exc))}{hint}", highlight=False)
+        say(err, ("error:", "red"), " ", exc, hint)
         return 2
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        say(err, ("error:", "red"), " ", exc)
         return 2
     except KeyboardInterrupt:
         store.cancel_session(session_id)
-        err.print(f"interrupted: session {session_id} cancelled")
+        say(err, "interrupted: session ", session_id, " cancelled")
         return 130
     except StoreError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        say(err, ("error:", "red"), " ", exc)
         return 1
     finally:
         store.close()
@@ -200,14 +198,14 @@ def _run_in_session(
             typer.echo(result.output)
         elif result.status == "awaiting":
             jobs = ", ".join(job for _, job in result.waits)
-            err.print(
+            say(
+                err,
                 f"awaiting {len(result.waits)} background job(s): {jobs}; "
                 "`pi worker` runs them and continues the session",
-                highlight=False,
             )
         elif result.error:
-            err.print(f"[red]{result.stop_reason}[/]: {escape(result.error)}", highlight=False)
-        err.print(f"[dim]session {session_id} · trace: {result.trace}[/]", highlight=False)
+            say(err, (result.stop_reason, "red"), ": ", result.error)
+        say(err, (f"session {session_id} · trace: {result.trace}", "dim"))
     return EXIT_CODES.get(result.status, 1)
 
 
