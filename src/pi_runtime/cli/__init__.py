@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+
 import typer
 
+from ..messages import repair_text
 from .bench import bench_app
 from .qrp import qrp_app
 from .run import run_command
@@ -21,6 +24,10 @@ app.add_typer(session_app, name="session")
 
 
 def main() -> None:
+    """The `pi` console script."""
+    # Undecodable bytes in argv arrive as lone surrogates (surrogateescape); they would
+    # fail the first store write or print, so each becomes U+FFFD once, before parsing.
+    sys.argv[:] = [repair_text(arg) for arg in sys.argv]
     app()
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from ._console import console, fail, say
 from .bench_qrp import bench_qrp
 
 bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", no_args_is_help=True)
@@ -40,8 +41,7 @@ def bench_loop(
         if any(c < 2 for c in counts):
             raise ValueError
     except ValueError:
-        Console(stderr=True).print(f"[red]error:[/] --turns must be integers >= 2, got {turns!r}")
-        raise typer.Exit(2) from None
+        fail(f"--turns must be integers >= 2, got {turns!r}")
     result = measure(counts, repeat=repeat, with_peers=with_peers)
     files = write_files(result, out)
     png = plot_lines(result, out, x="turns", y="per_turn_us", series="system", ylabel="µs per turn")
@@ -49,11 +49,9 @@ def bench_loop(
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    console = Console()
-    print_table(result, console, "runtime overhead per turn (µs, median)")
-    for name, hint in result["unavailable"].items():
-        console.print(f"[yellow]{name} not measured[/]: {hint}")
-    console.print("files: " + ", ".join(result["files"]))
+    screen = console()
+    print_table(result, screen, "runtime overhead per turn (µs, median)")
+    _unavailable_and_files(screen, result)
 
 
 @bench_app.command("context")
@@ -82,15 +80,16 @@ def bench_context(
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    console = Console()
-    print_table(result, console, "input tokens per request (o200k_base)")
+    screen = console()
+    print_table(result, screen, "input tokens per request (o200k_base)")
     verdict = "meets" if result["pi_share"] <= result["target_share"] else "misses"
-    console.print(
+    say(
+        screen,
         f"total: naive {result['naive_total']:,} · pi {result['pi_total']:,} · "
         f"pi/naive {result['pi_share']:.1%} ({verdict} the {result['target_share']:.0%} target) · "
-        f"formula N·S + T·N(N+1)/2 ≈ {result['naive_formula_total']:,}"
+        f"formula N·S + T·N(N+1)/2 ≈ {result['naive_formula_total']:,}",
     )
-    console.print("files: " + ", ".join(result["files"]))
+    say(screen, "files: " + ", ".join(result["files"]))
 
 
 @bench_app.command("preamble")
@@ -112,13 +111,18 @@ def bench_preamble(
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    console = Console(width=max(Console().width, 160))
+    screen = console()
+    screen.width = max(screen.width, 160)
     print_table(
-        result, console, f"preamble before the first tool call ({result['table_rows']}-row import)"
+        result, screen, f"preamble before the first tool call ({result['table_rows']}-row import)"
     )
+    _unavailable_and_files(screen, result)
+
+
+def _unavailable_and_files(screen: Console, result: dict[str, Any]) -> None:
     for name, hint in result["unavailable"].items():
-        console.print(f"[yellow]{name} not measured[/]: {hint}")
-    console.print("files: " + ", ".join(result["files"]))
+        say(screen, (f"{name} not measured", "yellow"), ": ", hint)
+    say(screen, "files: " + ", ".join(result["files"]))
 
 
 bench_app.command("qrp")(bench_qrp)
@@ -156,17 +160,12 @@ def bench_jobs(
         if any(c < 1 for c in counts) or not set(names) <= set(BACKENDS):
             raise ValueError
     except ValueError:
-        Console(stderr=True).print(
-            f"[red]error:[/] --workers takes counts >= 1 and --backends {', '.join(BACKENDS)}"
-        )
-        raise typer.Exit(2) from None
+        fail(f"--workers takes counts >= 1 and --backends {', '.join(BACKENDS)}")
     result = measure(jobs=jobs, workers=counts, backends=names, faults=faults, pg_url=pg_url)
     result["files"] = [str(p) for p in write_files(result, out)]
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
         return
-    console = Console()
-    print_table(result, console, "async tool delivery (completion → continuation latency)")
-    for name, hint in result["unavailable"].items():
-        console.print(f"[yellow]{name} not measured[/]: {hint}")
-    console.print("files: " + ", ".join(result["files"]))
+    screen = console()
+    print_table(result, screen, "async tool delivery (completion → continuation latency)")
+    _unavailable_and_files(screen, result)

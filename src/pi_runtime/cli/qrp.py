@@ -8,20 +8,14 @@ from enum import Enum
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from ..data.qrp1 import KINDS, QRPError, decode, encode
 from ..data.qrp1.escape import json_text
+from ._console import fail
 
 KindOption = Enum("KindOption", {kind: kind for kind in KINDS}, type=str)  # type: ignore[misc]
 
 qrp_app = typer.Typer(help="QRP1: compact results for the model to read.", no_args_is_help=True)
-
-
-def _fail(message: str) -> NoReturn:
-    Console(stderr=True, soft_wrap=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(2)
 
 
 def _stdin_text() -> str:
@@ -29,7 +23,7 @@ def _stdin_text() -> str:
     try:
         return sys.stdin.buffer.read().decode("utf-8")
     except UnicodeDecodeError as exc:
-        _fail(f"stdin is not UTF-8: {exc}")
+        fail(f"stdin is not UTF-8: {exc}")
 
 
 def _reject_constant(name: str) -> NoReturn:
@@ -68,7 +62,7 @@ def encode_command(
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except ValueError as exc:  # JSONDecodeError, NaN, or an integer past the digit limit
-        _fail(f"stdin is not valid JSON: {exc}")
+        fail(f"stdin is not valid JSON: {exc}")
     origin: str | int | None = t0
     if t0 is not None and t0.lstrip("-").isdigit():
         origin = int(t0)  # epoch milliseconds
@@ -84,7 +78,7 @@ def encode_command(
             step_ms=step_ms,
         )
     except QRPError as exc:
-        _fail(str(exc))
+        fail(exc)
     _write(document)
 
 
@@ -93,7 +87,7 @@ def decode_command() -> None:
     try:
         value = decode(_stdin_text())
     except QRPError as exc:
-        _fail(f"not a valid QRP1 document: {exc}")
+        fail(f"not a valid QRP1 document: {exc}")
     _write(json_text(value))
 
 

@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
 from ..durable import Conflict, StoreError
 from ..durable.recipe import definition_here
@@ -23,6 +22,7 @@ from ..loop.agentfile import agent_error, read_agent_file
 from ..loop.definition import AgentDefinition, DefinitionError, absolute_model
 from ..models import Model
 from ..observe import Event
+from ._console import err_console, fail, say
 from .progress import render_progress
 from .session import open_db
 
@@ -73,10 +73,9 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult JSON only.")] = False,
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
-    err = Console(stderr=True)
+    err = err_console()
     if db is not None and session is None:
-        err.print("[red]error:[/] --db is the store of sessions: add --session ID")
-        raise typer.Exit(2)
+        fail("--db is the store of sessions: add --session ID")
     limits = {
         k: v
         for k, v in (
@@ -89,8 +88,7 @@ def run_command(
     try:
         definition = _definition(agent_file, model=model, tools=tools, base_url=base_url)
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if session is not None:
         named = agent_file is not None or model is not None or bool(tools) or base_url is not None
         code = _run_in_session(
@@ -111,8 +109,7 @@ def run_command(
         if tool_choice is not None:
             agent.validate_tool_choice(tool_choice)
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
-        raise typer.Exit(2) from None
+        fail(exc)
     if as_json:
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
@@ -123,8 +120,8 @@ def run_command(
         if result.output is not None:
             typer.echo(result.output)
         elif result.error:
-            err.print(f"[red]{result.stop_reason}[/]: {escape(result.error)}", highlight=False)
-        err.print(f"[dim]trace: {escape(str(result.trace))}[/]", highlight=False)
+            say(err, (result.stop_reason, "red"), ": ", result.error)
+        say(err, (f"trace: {result.trace}", "dim"))
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
@@ -211,17 +208,17 @@ def _run_in_session(
             if status is not None and status.status == "awaiting_server_tool"
             else ""
         )
-        err.print(f"[red]error:[/] {escape(str(exc))}{hint}", highlight=False)
+        say(err, ("error:", "red"), " ", exc, hint)
         return 2
     except UserError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        say(err, ("error:", "red"), " ", exc)
         return 2
     except KeyboardInterrupt:
         store.cancel_session(session_id)
-        err.print(f"interrupted: session {session_id} cancelled")
+        say(err, "interrupted: session ", session_id, " cancelled")
         return 130
     except StoreError as exc:
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False)
+        say(err, ("error:", "red"), " ", exc)
         return 1
     finally:
         store.close()
@@ -233,14 +230,14 @@ def _run_in_session(
             typer.echo(result.output)
         elif result.status == "awaiting":
             jobs = ", ".join(job for _, job in result.waits)
-            err.print(
+            say(
+                err,
                 f"awaiting {len(result.waits)} background job(s): {jobs}; "
                 "`pi worker` runs them and continues the session",
-                highlight=False,
             )
         elif result.error:
-            err.print(f"[red]{result.stop_reason}[/]: {escape(result.error)}", highlight=False)
-        err.print(f"[dim]session {session_id} · trace: {result.trace}[/]", highlight=False)
+            say(err, (result.stop_reason, "red"), ": ", result.error)
+        say(err, (f"session {session_id} · trace: {result.trace}", "dim"))
     return EXIT_CODES.get(result.status, 1)
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..durable import NotFound, Store, StoreError, open_store
 from ..durable.views import session_view
 from ..exceptions import UserError
+from ._console import console, err_console, fail, literal, say
 
 DEFAULT_DB = "sqlite:///.pi/pi.db"
 DB_ENV = "PI_DB"
@@ -41,12 +40,7 @@ def open_db(given: str | None) -> Store:
     try:
         return open_store(db_url(given))
     except UserError as exc:
-        fail(str(exc))
-
-
-def fail(message: str, code: int = 2) -> NoReturn:
-    Console(stderr=True).print(f"[red]error:[/] {escape(message)}", highlight=False)
-    raise typer.Exit(code)
+        fail(exc)
 
 
 @session_app.command("show")
@@ -60,28 +54,25 @@ def show(
     try:
         view = session_view(store, session_id)
     except NotFound as exc:
-        fail(str(exc))
+        fail(exc)
     except StoreError as exc:
-        fail(str(exc), 1)
+        fail(exc, 1)
     finally:
         store.close()
     if as_json:
         typer.echo(json.dumps(view, ensure_ascii=False))
         return
-    console = Console()
-    console.print(f"session [bold]{escape(session_id)}[/]: {view['status']}", highlight=False)
+    out = console()
+    say(out, "session ", (session_id, "bold"), ": ", view["status"])
     for m in view["messages"]:
-        console.print(f"  {m['seq']:>3} {_line(m)}", highlight=False)
+        say(out, f"  {m['seq']:>3} ", _line(m))
     table = Table("run", "kind", "status", "stop reason", "attempts")
     for run in view["runs"]:
         table.add_row(
-            run["run_id"],
-            run["kind"],
-            run["status"],
-            run["stop_reason"] or "",
+            *(literal(run[k] or "") for k in ("run_id", "kind", "status", "stop_reason")),
             str(run["attempts"]),
         )
-    console.print(table)
+    out.print(table, soft_wrap=False)
 
 
 def _line(message: dict[str, object]) -> str:
@@ -89,7 +80,7 @@ def _line(message: dict[str, object]) -> str:
     if role == "tool":
         mark = "✗" if message.get("is_error") else "→"
         text = " ⏎ ".join(str(message.get("content", "")).splitlines())
-        return escape(f"tool {mark} {message['tool_call_id']}: {text[:120]}")
+        return f"tool {mark} {message['tool_call_id']}: {text[:120]}"
     if role == "assistant":
         parts = []
         for block in message.get("content") or []:  # type: ignore[attr-defined]
@@ -97,8 +88,8 @@ def _line(message: dict[str, object]) -> str:
                 parts.append(block["text"][:100])
             elif block.get("kind") == "tool_call":
                 parts.append(f"{block['name']}({block['raw'][:60]}) [{block['id']}]")
-        return escape("assistant: " + " · ".join(parts))
-    return escape(f"{role}: {str(message.get('content', ''))[:100]}")
+        return "assistant: " + " · ".join(parts)
+    return f"{role}: {str(message.get('content', ''))[:100]}"
 
 
 @session_app.command("cancel")
@@ -112,9 +103,9 @@ def cancel(
     try:
         done = store.cancel_session(session_id)
     except NotFound as exc:
-        fail(str(exc))
+        fail(exc)
     except StoreError as exc:
-        fail(str(exc), 1)
+        fail(exc, 1)
     finally:
         store.close()
     data = {
@@ -127,8 +118,8 @@ def cancel(
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False))
         return
-    Console(stderr=True).print(
-        f"session {escape(session_id)} cancelled: {len(done.waits_cancelled)} wait(s), "
+    say(
+        err_console(),
+        f"session {session_id} cancelled: {len(done.waits_cancelled)} wait(s), "
         f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
-        highlight=False,
     )

@@ -6,11 +6,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..observe import read_trace
+from ._console import console, fail, literal
 
 trace_app = typer.Typer(help="Inspect run traces.", no_args_is_help=True)
 
@@ -70,15 +69,11 @@ def show(
     ] = False,
 ) -> None:
     """Render a run's timeline: steps, tool calls, errors, tokens, stop reason."""
-    console = Console()
     try:
         events = read_trace(path)
     except (OSError, ValueError) as exc:
-        Console(stderr=True).print(
-            f"[red]error:[/] cannot read trace {path}: {exc}", highlight=False
-        )
-        raise typer.Exit(2) from None
-    table = Table(title=str(path), show_lines=False)
+        fail(f"cannot read trace {path}: {exc}")
+    table = Table(title=literal(path), show_lines=False)
     table.add_column("t ms", justify="right", style="dim")
     table.add_column("event")
     table.add_column("detail", overflow="fold")
@@ -99,8 +94,8 @@ def show(
         style = styles.get(kind, "")
         if kind == "tool_result" and event.get("is_error"):
             style = "red"
-        table.add_row(f"{event.get('t_ms', 0):.1f}", kind, escape(line), style=style)
-    console.print(table)
+        table.add_row(f"{event.get('t_ms', 0):.1f}", literal(kind), literal(line), style=style)
+    console().print(table, soft_wrap=False)
 
 
 trace_app.command("show")(show)

@@ -9,14 +9,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from ..durable.results import ENCODERS
 from ..durable.worker import Worker, WorkerStats
 from ..exceptions import UserError
 from ..loop import run_blocking
+from ._console import err_console, fail, say
 from .loading import load_tools
-from .session import DbOption, fail, open_db
+from .session import DbOption, open_db
 
 
 def worker_command(
@@ -66,7 +66,7 @@ def worker_command(
     try:
         extra = [spec for ref in tools or [] for spec in load_tools(ref)]
     except UserError as exc:
-        fail(str(exc))
+        fail(exc)
     store = open_db(db)
     try:
         worker = Worker(
@@ -83,22 +83,22 @@ def worker_command(
         )
         stats = run_blocking(_serve(worker, once))
     except UserError as exc:
-        fail(str(exc))
+        fail(exc)
     finally:
         store.close()
     if as_json:
         typer.echo(json.dumps({"worker": worker.name, **stats.to_dict()}))
     else:
-        Console(stderr=True).print(_summary(worker.name, stats), highlight=False)
+        say(err_console(), _summary(worker.name, stats))
     raise typer.Exit(1 if stats.errors else 0)
 
 
 async def _serve(worker: Worker, once: bool) -> WorkerStats:
     worker.install_signal_handlers()
-    Console(stderr=True).print(
+    say(
+        err_console(),
         f"{worker.name}: serving {worker.store.url} with {worker.concurrency} slot(s)"
         + ("" if once else "; SIGTERM drains"),
-        highlight=False,
     )
     return await worker.run(once=once)
 
