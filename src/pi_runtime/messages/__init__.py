@@ -2,7 +2,6 @@
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
-from ._text import has_surrogates, repair_text, repair_value
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -20,6 +19,8 @@ from ._model import (
     Usage,
     UserMessage,
 )
+from ._redact import redact, redact_url
+from ._text import has_surrogates, repair_text, repair_value
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -45,6 +46,8 @@ __all__ = [
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "redact",
+    "redact_url",
     "repair_text",
     "repair_value",
 ]
