@@ -19,6 +19,7 @@ from ._model import (
     Usage,
     UserMessage,
 )
+from ._redact import redact, redact_url
 from ._text import has_surrogates, repair_text, repair_value
 
 __all__ = [
@@ -45,6 +46,8 @@ __all__ = [
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "redact",
+    "redact_url",
     "repair_text",
     "repair_value",
 ]

@@ -11,6 +11,10 @@ reads those. It keeps working when an SDK is absent or changes its import path.
 | 401/403                                   | no        | which key variable to check    |
 | 402, 429 `insufficient_quota`, billing    | no        | the account's plan or credit   |
 | 400/404/413/422, context too long         | no        | which setting to change        |
+
+Provider bodies and exception strings echo keys and credentialed URLs back: every message
+is redacted (`messages.redact`) before it leaves, and before it is cut to length, so a key
+is never left half-shown.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import ModelError
+from ..messages import redact
 
 __all__ = ["API_KEY_VARIABLES", "classify_provider_error", "retry_after_seconds"]
 
@@ -68,8 +73,17 @@ _CONTEXT_WORDS = (
 def classify_provider_error(exc: BaseException, *, provider: str) -> ModelError:
     """The `ModelError` a failed call to `provider` should end in.
 
-    Callers raise it `from exc`, so the original stays in the traceback.
+    Callers raise it `from exc`, so the original stays in the traceback. Its message
+    holds no API key or URL credentials.
     """
+    error = _classify(exc, provider)
+    message = redact(error.message)
+    if message is error.message:
+        return error
+    return ModelError(message, transient=error.transient, retry_after_s=error.retry_after_s)
+
+
+def _classify(exc: BaseException, provider: str) -> ModelError:
     if isinstance(exc, ModelError):
         return exc
     status = _status_code(exc)
@@ -234,7 +248,7 @@ def _detail(exc: BaseException, body: object) -> str:
 
 
 def _clean(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
+    text = " ".join(redact(text).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

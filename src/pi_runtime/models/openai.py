@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ModelError, UserError
-from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, redact
 from ._canned import parse_arguments
 from ._openai_request import chat_params
 from .base import (
@@ -62,8 +62,11 @@ class OpenAIModel:
         self.vendor = vendor
         known = VENDORS.get(vendor.name)
         on_home = known is not None and known.base_url == vendor.base_url
+        # the name goes into traces and results: a base URL's credentials stay out of it
         self.name = (
-            f"{vendor.name}:{model}" if on_home else f"{vendor.name}:{model}@{vendor.base_url}"
+            f"{vendor.name}:{model}"
+            if on_home
+            else redact(f"{vendor.name}:{model}@{vendor.base_url}")
         )
         self._given = client
         self._timeout_s = timeout_s

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..exceptions import UserError
+from ..messages import redact
 
 __all__ = ["VENDORS", "Vendor", "custom_server", "resolve_api_key", "vendor"]
 
@@ -102,20 +103,22 @@ def custom_server(base_url: str, *, like: Vendor | None = None) -> Vendor:
     """Any OpenAI-compatible server (vLLM, llama.cpp server, LM Studio) at `base_url`.
 
     The key is optional and read from `OPENAI_API_KEY` (or `like`'s variable) when set.
+    The label errors show holds the URL without its credentials.
     """
+    shown = redact(base_url)
     if not base_url.startswith(("http://", "https://")):
-        raise UserError(f"--base-url must be an http:// or https:// URL, got {base_url!r}")
+        raise UserError(f"--base-url must be an http:// or https:// URL, got {shown!r}")
     if like is None:
         return Vendor(
             name="openai-compatible",
-            label=f"the server at {base_url}",
+            label=f"the server at {shown}",
             base_url=base_url,
             key_env="OPENAI_API_KEY",
             key_required=False,
         )
     return Vendor(
         name=like.name,
-        label=f"{like.name} at {base_url}",
+        label=f"{like.name} at {shown}",
         base_url=base_url,
         key_env=like.key_env,
         key_required=False,

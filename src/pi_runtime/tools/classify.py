@@ -3,6 +3,9 @@
 Classes (seed 001 §7): `semantic` goes back to the model; `transient` is retried with
 backoff and then goes back; `unrecoverable` stops the run; `security` stops it with an
 audit event.
+
+Exception messages are outside text: a client library may put an API key or a
+credentialed URL into one. What the model (and the trace) reads is redacted.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from ..exceptions import (
     TransientError,
     UnrecoverableError,
 )
-from ..messages import ToolErrorInfo
+from ..messages import ToolErrorInfo, redact
 
 ErrorClass: TypeAlias = Literal["semantic", "transient", "unrecoverable", "security"]
 
@@ -38,6 +41,14 @@ def hint_for(kind: str) -> str:
 
 def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
     """The class of a tool's exception and what the model should read about it."""
+    cls, info = _classify(exc)
+    message, hint = redact(info.message), redact(info.hint)
+    if message is info.message and hint is info.hint:
+        return cls, info
+    return cls, ToolErrorInfo(kind=info.kind, message=message, hint=hint)
+
+
+def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
     if isinstance(exc, ToolFailure):
         cls: ErrorClass
         if isinstance(exc, SecurityViolation):

@@ -21,7 +21,7 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 
-from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, parse_object
+from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, parse_object, redact
 from .classify import ErrorClass, classify, hint_for
 from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
@@ -279,7 +279,8 @@ class Gate:
         return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
 
     def _refuse(self, call: ToolCall, kind: str, message: str, hint: str) -> ToolOutcome:
-        info = ToolErrorInfo(kind=kind, message=message, hint=hint)
+        # schema errors quote the arguments, which may quote what the model was shown
+        info = ToolErrorInfo(kind=kind, message=redact(message), hint=hint)
         result = ToolResultMessage(
             tool_call_id=call.id,
             name=call.name,

@@ -1,0 +1,151 @@
+"""Secrets out of outside text: API keys and URL credentials before text enters an error,
+a model name, a trace or a store.
+
+Provider error bodies echo the key they were sent, proxies echo the URL they were reached
+at, and client libraries put both into exception messages. `redact` removes
+
+- the values of secret-looking environment variables (`OPENAI_API_KEY`, `*_TOKEN`,
+  `*SECRET*`, …), read at call time;
+- well-known key shapes: `sk-…` and `sk-ant-…` keys, `Bearer`/`Basic` credentials;
+- the user info and the `key`/`token`/… query values of URLs in the text (`redact_url`).
+
+Text with nothing to redact comes back as the same object, cheaply: loops pass many
+strings through here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+
+__all__ = ["REDACTED", "redact", "redact_url", "secret_values"]
+
+REDACTED = "[redacted]"
+
+MIN_SECRET_LENGTH = 8
+"""Shorter environment values are not treated as secrets: they would match everywhere."""
+
+_SECRET_NAME = re.compile(r"_KEY$|_TOKEN$|SECRET|PASSWORD", re.IGNORECASE)
+_KEY_PREFIXES = ("sk-ant-", "sk-")
+_SHAPES = re.compile(
+    r"(?<![\w-])(?P<prefix>sk-ant-|sk-)[A-Za-z0-9_-]{16,}"
+    r"|\b(?P<scheme>(?i:bearer|basic))[ \t]+(?P<token>[A-Za-z0-9._~+/-]{8,}=*)"
+)
+_SHAPE_WORDS = ("sk-", "earer", "EARER", "asic", "ASIC")
+_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+_URL_PARTS = re.compile(
+    r"(?P<head>[^:/?#]+://)(?P<netloc>[^/?#]*)(?P<path>[^?#]*)(?P<tail>.*)", re.DOTALL
+)
+_PARAM = re.compile(r"(?P<lead>[?&;#])(?P<name>[^&;=?#\s\"'<>`]+)=(?P<value>[^&;#\s\"'<>`]*)")
+_SECRET_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "apikey",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "auth",
+        "secret",
+        "client_secret",
+        "password",
+        "passwd",
+        "pwd",
+        "sig",
+        "signature",
+    }
+)
+_SECRET_PARAM_SUFFIXES = ("_key", "_token", "_secret", "_password")
+
+_cache: tuple[object, tuple[str, ...]] = (None, ())
+"""The environment's raw items when last read, and the secret values among them."""
+
+
+def redact(text: str) -> str:
+    """`text` without API keys or URL credentials; the same object when it holds none."""
+    out = text
+    for value in secret_values():
+        if value in out:
+            out = out.replace(value, _masked(value))
+    if _may_hold_a_shape(out):
+        out = _SHAPES.sub(_mask_shape, out)
+    if "://" in out:
+        out = _URL.sub(lambda m: redact_url(m.group(0)), out)
+    if "=" in out:  # queries of relative URLs too: `/v1?api_key=…` as a server echoes it
+        out = _PARAM.sub(_mask_param, out)
+    return text if out == text else out
+
+
+def redact_url(url: str) -> str:
+    """`url` with its user info as `***@` and secret query values as `[redacted]`.
+
+    The rest stays byte for byte, so the URL still says where it points.
+    """
+    parts = _URL_PARTS.fullmatch(url)
+    if parts is None:
+        return url
+    netloc = parts["netloc"]
+    user, at, host = netloc.rpartition("@")
+    if at and user:
+        netloc = "***@" + host
+    tail = parts["tail"]  # the query and the fragment (OAuth puts tokens there)
+    if "=" in tail:
+        tail = _PARAM.sub(_mask_param, tail)
+    out = parts["head"] + netloc + parts["path"] + tail
+    return url if out == url else out
+
+
+def secret_values() -> tuple[str, ...]:
+    """The values of secret-looking environment variables now, longest first."""
+    global _cache
+    # Comparing a tuple of the environment's raw items is a C-level check of a few
+    # microseconds; decoding and matching every name on each call would not be.
+    raw = getattr(os.environ, "_data", None)
+    snapshot = tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())
+    seen, values = _cache
+    if snapshot != seen:
+        values = _secrets_of(os.environ)
+        _cache = (snapshot, values)  # one assignment: threads never see half an update
+    return values
+
+
+def _secrets_of(environ: Mapping[str, str]) -> tuple[str, ...]:
+    found = {
+        value.strip()
+        for name, value in environ.items()
+        if _SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LENGTH
+    }
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _may_hold_a_shape(text: str) -> bool:
+    # substring tests are an order of magnitude faster than the regex on harmless text
+    return any(word in text for word in _SHAPE_WORDS)
+
+
+def _masked(value: str) -> str:
+    for prefix in _KEY_PREFIXES:
+        if value.startswith(prefix):
+            return f"{prefix}…{REDACTED}"
+    return REDACTED
+
+
+def _mask_shape(match: re.Match[str]) -> str:
+    if match["prefix"]:
+        return f"{match['prefix']}…{REDACTED}"
+    token = match["token"]
+    if token[1:].isalpha() and token[1:].islower():
+        return match.group(0)  # prose ("basic arithmetic"), not a credential
+    return f"{match['scheme']} {REDACTED}"
+
+
+def _mask_param(match: re.Match[str]) -> str:
+    name = match["name"]
+    lowered = name.lower().replace("-", "_")
+    if lowered not in _SECRET_PARAMS and not lowered.endswith(_SECRET_PARAM_SUFFIXES):
+        return match.group(0)
+    if not match["value"]:
+        return match.group(0)
+    return f"{match['lead']}{name}={REDACTED}"
