@@ -179,6 +179,29 @@ def test_pi_run_prints_no_credentials_on_stderr(server_port: int, tmp_path: Path
         assert_no_secret(trace.read_text(encoding="utf-8"))
 
 
+def test_a_session_refuses_to_store_credentials_from_the_base_url(
+    server_port: int, tmp_path: Path
+) -> None:
+    url = f"http://user:{PASSWORD}@127.0.0.1:{server_port}/v1?api_key={SERVER_KEY}"
+    db = tmp_path / "pi.db"
+    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "NO_COLOR": "1"}
+    command = [str(Path(sys.executable).parent / "pi"), "run", "hello", "--base-url", url]
+    done = subprocess.run(
+        [*command, "--session", "s1", "--db", f"sqlite:///{db}", "--trace-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "holds credentials" in done.stderr
+    assert_no_secret(done.stdout, done.stderr)
+    stored = db.read_bytes().decode("utf-8", "replace") if db.exists() else ""
+    assert_no_secret(stored)
+
+
 # --- layer by layer -------------------------------------------------------------------
 
 

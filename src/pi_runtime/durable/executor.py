@@ -18,7 +18,7 @@ import pydantic_core
 from pydantic import ValidationError
 
 from ..exceptions import UserError
-from ..messages import ToolErrorInfo
+from ..messages import ToolErrorInfo, redact
 from ..tools import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, classify, idempotency_key
 from ._lease import Heartbeat, in_daemon_thread
 from .errors import LeaseLost, StoreError
@@ -60,7 +60,7 @@ async def execute_job(
     try:
         kwargs = spec.validate_python(job.arguments)
     except ValidationError as exc:
-        error = {"kind": "invalid_arguments", "message": str(exc), "hint": ""}
+        error = {"kind": "invalid_arguments", "message": redact(str(exc)), "hint": ""}
         return await _fail(store, job, owner, error)
     if spec.takes_idempotency_key:
         kwargs[IDEMPOTENCY_PARAM] = None if spec.idempotent else _key(job)
@@ -138,7 +138,7 @@ async def _complete(store: Store, job: JobRecord, owner: str, value: Any) -> Job
     except LeaseLost:
         return "lost"
     except UserError as exc:  # not plain JSON (NaN, infinity)
-        error = {"kind": "tool_error", "message": f"the result cannot be stored: {exc}"}
+        error = {"kind": "tool_error", "message": redact(f"the result cannot be stored: {exc}")}
         return await _fail(store, job, owner, error)
     return "succeeded"
 

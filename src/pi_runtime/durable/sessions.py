@@ -22,7 +22,15 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..loop import Agent, RunResult
-from ..messages import AssistantMessage, Message, ToolCall, ToolErrorInfo, ToolResultMessage
+from ..messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolErrorInfo,
+    ToolResultMessage,
+    redact,
+    redact_url,
+)
 from ..observe import Event
 from ..tools import Launcher, ToolSpec
 from ._lease import Heartbeat
@@ -62,6 +70,13 @@ def open_session(
     session = store.get_session(session_id)
     if session is None:
         wanted = recipe or definition_here()
+        if wanted.base_url is not None and redact_url(wanted.base_url) != wanted.base_url:
+            # the session stores its agent: a credential in the URL would be stored too
+            raise UserError(
+                f"session {session_id!r}: the server URL {redact_url(wanted.base_url)} holds "
+                "credentials, and a session stores its agent; give the key in the "
+                "provider's environment variable (e.g. OPENAI_API_KEY) instead"
+            )
         try:
             session = store.create_session(session_id, agent=wanted.to_dict())
         except Conflict:  # created meanwhile by another process: use that one
@@ -247,7 +262,11 @@ async def drive(
                 owner=owner,
                 status="failed",
                 stop_reason="internal_error",
-                result={"status": "failed", "stop_reason": "internal_error", "error": str(exc)},
+                result={
+                    "status": "failed",
+                    "stop_reason": "internal_error",
+                    "error": redact(str(exc)),
+                },
             )
             raise
     new = list(result.messages[len(history) :])

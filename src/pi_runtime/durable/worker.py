@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
+from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
 from ._lease import RELEASE_S
@@ -276,7 +277,7 @@ class Worker:
                         owner=owner,
                         status="failed",
                         stop_reason="internal_error",
-                        result={"status": "failed", "error": str(exc)},
+                        result={"status": "failed", "error": redact(str(exc))},
                     )
             self.stats.runs["failed"] += 1
             return
