@@ -41,7 +41,7 @@ from pi_runtime.models import (
     ToolCallDelta,
     local_engine,
 )
-from pi_runtime.models._repair import repaired_stream
+from pi_runtime.models._repair import repair_response, repaired_stream
 from pi_runtime.models.anthropic import AnthropicModel
 from pi_runtime.models.local import LocalModel
 from pi_runtime.models.local_engine import Decoded
@@ -495,3 +495,15 @@ def test_an_adapter_stream_is_closed_when_its_consumer_stops_at_the_response() -
         return list(closed)  # before the event loop's shutdown finalizes what was left open
 
     assert asyncio.run(consume()) == [True]
+
+
+def test_a_clean_response_is_passed_on_as_the_very_same_object() -> None:
+    response = ModelResponse(
+        content=(
+            TextBlock(text=f"fine {SMILE}"),
+            ToolCall(id="c", name="f", raw="{}", arguments={}),
+        ),
+        raw={"choices": [{"text": "fine"}]},
+    )
+
+    assert repair_response(response) is response

@@ -54,20 +54,23 @@ class _DeltaRepair:
         return repair_text(text)
 
     def feed(self, event: StreamEvent) -> StreamEvent | None:
-        """The event as it may be passed on; None when all it held is held back."""
+        """The event as it may be passed on; None when all it carried is held back."""
         if isinstance(event, TextDelta | ThinkingDelta):
             if not event.text:
                 return event
             text = self._pass((event.kind, 0), event.text)
-            return None if not text else event if text == event.text else replace(event, text=text)
+            if not text:
+                return None
+            return event if text == event.text else replace(event, text=text)
         if isinstance(event, ToolCallDelta):
             arguments = event.arguments_delta
             if arguments:
                 arguments = self._pass(("tool_call", event.index), arguments)
+                if not arguments and event.id is None and event.name is None:
+                    return None
+            # An id or a name comes whole in one delta: nothing to hold back.
             call_id = repair_text(event.id) if event.id is not None else None
             name = repair_text(event.name) if event.name is not None else None
-            if not arguments and event.arguments_delta and call_id is None and name is None:
-                return None
             if (arguments, call_id, name) == (event.arguments_delta, event.id, event.name):
                 return event
             return replace(event, id=call_id, name=name, arguments_delta=arguments)
