@@ -2,6 +2,7 @@
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
+from ._jsonl import json_line, read_json_lines
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -20,7 +21,7 @@ from ._model import (
     UserMessage,
 )
 from ._redact import redact, redact_url
-from ._text import has_surrogates, repair_text, repair_value
+from ._text import has_surrogates, repair_fields, repair_text, repair_value
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -41,13 +42,16 @@ __all__ = [
     "UserMessage",
     "depth_within",
     "has_surrogates",
+    "json_line",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "read_json_lines",
     "redact",
     "redact_url",
+    "repair_fields",
     "repair_text",
     "repair_value",
 ]

@@ -10,9 +10,14 @@ into the one character it spells.
 from __future__ import annotations
 
 import re
-from typing import Any
+from dataclasses import fields, is_dataclass, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_Record = TypeVar("_Record", bound="DataclassInstance")
 
 
 def has_surrogates(text: str) -> bool:
@@ -77,3 +82,28 @@ def _rebuild(value: Any) -> Any:
         else:
             parent[slot] = item
     return root[0]
+
+
+def repair_fields(record: _Record) -> _Record:
+    """A dataclass (message, block, model response, event) with every string repaired.
+
+    Strings in fields, in nested dataclasses, tuples, lists and dicts (keys included) are
+    repaired; returns the very object when nothing needed repair. Repair a message before
+    pydantic dumps it: pydantic turns a surrogate in a dict key into one U+FFFD per byte.
+    """
+    changes: dict[str, Any] = {}
+    for f in fields(record):
+        value = getattr(record, f.name)
+        fixed = _repair_field(value)
+        if fixed is not value:
+            changes[f.name] = fixed
+    return replace(record, **changes) if changes else record
+
+
+def _repair_field(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return repair_fields(value)
+    if isinstance(value, tuple):
+        items = tuple(_repair_field(item) for item in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    return repair_value(value)

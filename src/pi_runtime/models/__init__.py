@@ -1,5 +1,6 @@
 """Models: the `Model` protocol, requests and responses, and the built-in adapters."""
 
+from ._repair import repair_response, repaired_stream
 from .base import (
     TOOL_CHOICE_MODES,
     Model,
@@ -41,5 +42,7 @@ __all__ = [
     "ToolDefinition",
     "complete_from_stream",
     "load_script",
+    "repair_response",
+    "repaired_stream",
     "resolve_model",
 ]

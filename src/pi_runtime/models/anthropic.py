@@ -31,6 +31,7 @@ from ..messages import (
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
 from ._canned import parse_arguments
+from ._repair import repairs_text
 from .base import (
     ModelRequest,
     ModelResponse,
@@ -107,6 +108,7 @@ class AnthropicModel:
         # Retries are the runtime's job (with events and backoff), not the SDK's.
         return self._sdk.AsyncAnthropic(max_retries=0, **self._options, **extra)
 
+    @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         body = anthropic_body(
             request,

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 from ._canned import stream_response
+from ._repair import repair_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 from .scripted import ScriptStep, step_response
 
@@ -29,9 +30,9 @@ class FunctionModel:
         result = self.function(request)
         if inspect.isawaitable(result):
             result = await result
-        if isinstance(result, ModelResponse):
-            return result
-        return step_response(ScriptStep.model_validate(result), request.step, self.name)
+        if not isinstance(result, ModelResponse):
+            result = step_response(ScriptStep.model_validate(result), request.step, self.name)
+        return repair_response(result)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.complete(request)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from ..exceptions import ModelError, UserError
 from ..messages import Usage
+from ._repair import repairs_text
 from .base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, complete_from_stream
 from .local_prompt import render_prompt
 from .local_reply import ReplyParser
@@ -83,6 +84,7 @@ class LocalModel:
         path = self.path if self.path is not None else embedded_model_path()
         return engine_for(path, n_ctx=self.n_ctx)
 
+    @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         from .local_engine import reply_grammar
 

@@ -71,9 +71,14 @@ class ReplyParser:
                 self.arguments_sent = stop - self.arguments_at
         elif self.answer_at is not None:
             answer = self._answer_so_far()
-            if len(answer) > self.answer_sent:
-                events.append(TextDelta(text=answer[self.answer_sent :]))
-                self.answer_sent = len(answer)
+            ready = len(answer)
+            if answer and "\ud800" <= answer[-1] <= "\udbff":
+                # An escaped high surrogate joins the next escape into one character, which
+                # would shift what was already sent: it waits for the next piece.
+                ready -= 1
+            if ready > self.answer_sent:
+                events.append(TextDelta(text=answer[self.answer_sent : ready]))
+                self.answer_sent = ready
         return events
 
     def _answer_so_far(self) -> str:
@@ -85,7 +90,11 @@ class ReplyParser:
         return decoded
 
     def flush(self, *, cut: bool) -> list[StreamEvent]:
-        """The argument text still held back once the reply has ended."""
+        """The text still held back once the reply has ended."""
+        if self.answer_at is not None:
+            rest = self._answer_so_far()[self.answer_sent :]
+            self.answer_sent += len(rest)
+            return [TextDelta(text=rest)] if rest else []
         if self.name is None:
             return []
         rest = self._arguments_text(cut)[self.arguments_sent :]

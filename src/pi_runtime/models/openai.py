@@ -15,6 +15,7 @@ from ..exceptions import ModelError, UserError
 from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, redact
 from ._canned import parse_arguments
 from ._openai_request import chat_params
+from ._repair import repairs_text
 from .base import (
     ModelRequest,
     ModelResponse,
@@ -90,6 +91,7 @@ class OpenAIModel:
         )
         return client
 
+    @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         # A client of our own lives for one call: its connections belong to the event
         # loop of that call, and `run_sync` starts a new loop per run, so a pooled client

@@ -7,46 +7,56 @@ takes the same path as the recorded one when its tools behave the same.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 from ..exceptions import ModelError, UserError
-from ..messages import AssistantMessage, message_from_dict
+from ..messages import AssistantMessage, message_from_dict, read_json_lines
 from ._canned import stream_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 
 
 def load_responses(path: str | Path) -> dict[int, ModelResponse]:
-    """The recorded responses of a trace, by turn."""
-    p = Path(path)
-    responses: dict[int, ModelResponse] = {}
+    """The recorded responses of a trace, by turn, text repaired (a bad trace is a `UserError`)."""
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        events = read_json_lines(path)
     except OSError as exc:
-        raise UserError(f"cannot read trace {p}: {exc.strerror or exc}") from exc
-    for number, line in enumerate(lines, 1):
-        try:
-            event = json.loads(line)
-        except ValueError as exc:
-            raise UserError(f"trace {p} line {number} is not JSON: {exc}") from exc
+        raise UserError(f"cannot read trace {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise UserError(f"cannot replay trace {exc}") from exc
+    responses: dict[int, ModelResponse] = {}
+    for number, event in enumerate(events, 1):
         if event.get("kind") != "model_response":
             continue
-        message = message_from_dict(event["message"])
-        if not isinstance(message, AssistantMessage):
+        try:
+            turn, response = _recorded(event)
+        except (KeyError, TypeError, ValueError) as exc:  # pydantic's errors are ValueErrors
             raise UserError(
-                f"trace {p} line {number}: a model response must be an assistant message"
-            )
-        responses[int(event["turn"])] = ModelResponse(
-            content=message.content,
-            finish_reason=message.finish_reason,
-            usage=message.usage,
-            model=message.model,
-            raw=event.get("raw"),
-        )
+                f"trace {path}: event {number} is not a model response Pi wrote "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
+        responses[turn] = response
     if not responses:
-        raise UserError(f"trace {p} holds no model responses to replay")
+        raise UserError(f"trace {path} holds no model responses to replay")
     return responses
+
+
+def _recorded(event: dict[str, Any]) -> tuple[int, ModelResponse]:
+    message = message_from_dict(event["message"])
+    if not isinstance(message, AssistantMessage):
+        raise ValueError("a model response must be an assistant message")
+    turn = event["turn"]
+    if not isinstance(turn, int) or isinstance(turn, bool) or turn < 0:
+        raise ValueError(f"turn must be a whole number >= 0, got {turn!r}")
+    response = ModelResponse(
+        content=message.content,
+        finish_reason=message.finish_reason,
+        usage=message.usage,
+        model=message.model,
+        raw=event.get("raw"),
+    )
+    return turn, response
 
 
 class ReplayModel:

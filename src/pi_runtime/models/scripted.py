@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..exceptions import ModelError, UserError
 from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._canned import parse_arguments, stream_response
+from ._repair import repair_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 
 
@@ -130,7 +131,7 @@ class ScriptedModel:
         step = self.steps[index]
         if step.delay_ms:
             await asyncio.sleep(step.delay_ms / 1000)
-        return step_response(step, index, self.name)
+        return repair_response(step_response(step, index, self.name))
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.complete(request)

@@ -61,6 +61,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ._repair import repair_response, repairs_text
 from ._text_actions import Splitter, action_problem, call_id, read_action, read_text, to_blocks
 from .base import (
     Model,
@@ -218,8 +219,11 @@ class TextProtocolModel:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self.inner.complete(render_request(request))
-        return read_response(response, turn=request.step, inner_name=self.inner.name)
+        return repair_response(
+            read_response(response, turn=request.step, inner_name=self.inner.name)
+        )
 
+    @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         """Visible text streams as it comes; scratchpads as thinking; each action once
         its closing tag arrives. The final response is read from the whole text."""

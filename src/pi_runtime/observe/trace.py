@@ -8,13 +8,13 @@ system prompt of `run_started`, the listed tools and tool choice).
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+from ..messages import json_line, read_json_lines, repair_fields
 from .events import Event, event_to_dict
 
 TRACE_DIR_ENV = "PI_TRACE_DIR"
@@ -30,18 +30,20 @@ class TraceWriter:
     def __init__(self, directory: Path, run_id: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{run_id}.jsonl"
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8")
+        self._file: IO[str] | None = self.path.open("w", encoding="utf-8", newline="\n")
         self._t0 = time.perf_counter()
         self._seq = 0
 
     def write(self, event: Event) -> None:
         if self._file is None:
             return
-        data = event_to_dict(event)
+        # Repaired before pydantic dumps its messages, which garbles surrogates in keys.
+        data = event_to_dict(repair_fields(event))
         data["seq"] = self._seq
         data["t_ms"] = round((time.perf_counter() - self._t0) * 1000, 3)
         self._seq += 1
-        self._file.write(json.dumps(data, ensure_ascii=False, separators=(",", ":")) + "\n")
+        # json_line escapes what line splitters break on: one event, one line, any text.
+        self._file.write(json_line(data) + "\n")
 
     def close(self) -> None:
         if self._file is not None:
@@ -50,16 +52,12 @@ class TraceWriter:
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
-    """The events of a trace file as dicts (raises ValueError naming a bad line)."""
-    events = []
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            events.append(json.loads(line))
-        except ValueError as exc:
-            raise ValueError(f"{path}: line {number} is not JSON: {exc}") from exc
-    return events
+    """The events of a trace file as dicts.
+
+    Raises OSError when the file cannot be read, ValueError naming the file and the line
+    when a line is not a JSON object.
+    """
+    return read_json_lines(path)
 
 
 class Recorder:
