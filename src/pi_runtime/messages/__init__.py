@@ -1,8 +1,7 @@
 """The neutral message model: user, assistant and tool-result messages, blocks, usage."""
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
-from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
-from ._text import has_surrogates, repair_text, repair_value
+from ._json import MAX_ARGUMENT_DEPTH, depth_within, find_non_finite, json_path, parse_object
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -20,6 +19,7 @@ from ._model import (
     Usage,
     UserMessage,
 )
+from ._text import has_surrogates, repair_text, repair_value
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -39,7 +39,9 @@ __all__ = [
     "Usage",
     "UserMessage",
     "depth_within",
+    "find_non_finite",
     "has_surrogates",
+    "json_path",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",
