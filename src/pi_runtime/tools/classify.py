@@ -16,7 +16,7 @@ from ..exceptions import (
     TransientError,
     UnrecoverableError,
 )
-from ..messages import ToolErrorInfo
+from ..messages import ToolErrorInfo, repair_text
 
 ErrorClass: TypeAlias = Literal["semantic", "transient", "unrecoverable", "security"]
 
@@ -37,7 +37,17 @@ def hint_for(kind: str) -> str:
 
 
 def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
-    """The class of a tool's exception and what the model should read about it."""
+    """The class of a tool's exception and what the model should read about it.
+
+    The words come from the tool, so lone surrogates in them are repaired here.
+    """
+    cls, info = _classify(exc)
+    return cls, ToolErrorInfo(
+        kind=repair_text(info.kind), message=repair_text(info.message), hint=repair_text(info.hint)
+    )
+
+
+def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
     if isinstance(exc, ToolFailure):
         cls: ErrorClass
         if isinstance(exc, SecurityViolation):
