@@ -1,7 +1,7 @@
 """The neutral message model: user, assistant and tool-result messages, blocks, usage."""
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
-from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
+from ._json import MAX_ARGUMENT_DEPTH, depth_within, find_non_finite, json_path, parse_object
 from ._jsonl import json_line, read_json_lines
 from ._model import (
     STOP_STATUS,
@@ -41,8 +41,10 @@ __all__ = [
     "Usage",
     "UserMessage",
     "depth_within",
+    "find_non_finite",
     "has_surrogates",
     "json_line",
+    "json_path",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",

@@ -1,13 +1,26 @@
-"""Parsing the JSON a model wrote for tool arguments, with the limits every reader needs."""
+"""Parsing the JSON a model wrote for tool arguments, with the limits every reader needs.
+
+Two things Python's `json` accepts are not data a tool can trust: `NaN`, `Infinity`,
+`-Infinity` (not JSON at all) and numbers too large for a float (`1e999` becomes inf).
+Both are refused, naming where they sit. An escaped lone UTF-16 surrogate (`"\\ud800"`)
+is valid JSON but no encoder can write it, so it is repaired to U+FFFD here, where the
+model's text enters: the call goes on, and nothing after it meets a lone surrogate.
+"""
 
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Sequence
 from typing import Any
+
+from ._text import has_surrogates, repair_value
 
 MAX_ARGUMENT_DEPTH = 64
 """Arguments nested deeper than this are refused: no schema needs it, and deep nesting
 would exhaust the stack of every recursive reader (hashing, validation, serialisation)."""
+
+Path = tuple[str | int, ...]
 
 
 def depth_within(value: Any, limit: int) -> bool:
@@ -23,22 +36,62 @@ def depth_within(value: Any, limit: int) -> bool:
     return True
 
 
+def json_path(path: Sequence[Any]) -> str:
+    """`("items", 0, "qty")` as `$.items[0].qty`: how errors name a place in arguments."""
+    out = "$"
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+class _NonFinite:
+    """A number literal that has no finite float, kept as written to report it."""
+
+    __slots__ = ("literal",)
+
+    def __init__(self, literal: str) -> None:
+        self.literal = literal
+
+
+def _parse_float(literal: str) -> float | _NonFinite:
+    value = float(literal)
+    return value if math.isfinite(value) else _NonFinite(literal)
+
+
+def find_non_finite(value: Any) -> tuple[Path, Any] | None:
+    """Where the first NaN or ±Infinity in a JSON-like `value` sits, and what it is."""
+    stack: list[tuple[Any, Path]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if (isinstance(item, float) and not math.isfinite(item)) or isinstance(item, _NonFinite):
+            return path, item
+        if isinstance(item, dict):
+            stack.extend((child, (*path, key)) for key, child in reversed(item.items()))
+        elif isinstance(item, list | tuple):
+            stack.extend((child, (*path, i)) for i, child in reversed(list(enumerate(item))))
+    return None
+
+
 def parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
     """(the JSON object in `raw`, "") or (None, why it is not a usable one)."""
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=_NonFinite, parse_float=_parse_float)
     except RecursionError:
         return None, f"Arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
     except ValueError as exc:
         return None, f"Arguments are not valid JSON: {exc}."
     if not isinstance(value, dict):
-        return None, f"Arguments must be a JSON object, got {type(value).__name__}."
+        got = "float" if isinstance(value, _NonFinite) else type(value).__name__
+        return None, f"Arguments must be a JSON object, got {got}."
     if not depth_within(value, MAX_ARGUMENT_DEPTH):
         return None, f"Arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
-    if "\\u" in raw or "\\U" in raw:
-        # an escaped lone surrogate is valid JSON but not text any encoder can write
-        try:
-            json.dumps(value, ensure_ascii=False).encode()
-        except UnicodeEncodeError:
-            return None, "Arguments contain an unpaired UTF-16 surrogate escape (e.g. \\ud800)."
+    if "\\u" in raw or has_surrogates(raw):
+        value = repair_value(value)  # before any message can quote a key
+    found = find_non_finite(value)
+    if found is not None:
+        path, bad = found
+        literal = bad.literal if isinstance(bad, _NonFinite) else repr(bad)
+        return None, (
+            f"{json_path(path)}: {literal} is not a finite number (JSON has no NaN or Infinity)."
+        )
     return value, ""

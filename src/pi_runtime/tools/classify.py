@@ -19,7 +19,7 @@ from ..exceptions import (
     TransientError,
     UnrecoverableError,
 )
-from ..messages import ToolErrorInfo, redact
+from ..messages import ToolErrorInfo, redact, repair_text
 
 ErrorClass: TypeAlias = Literal["semantic", "transient", "unrecoverable", "security"]
 
@@ -40,12 +40,17 @@ def hint_for(kind: str) -> str:
 
 
 def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
-    """The class of a tool's exception and what the model should read about it."""
+    """The class of a tool's exception and what the model should read about it.
+
+    The words come from the tool: lone surrogates in them are repaired and secrets
+    redacted here.
+    """
     cls, info = _classify(exc)
-    message, hint = redact(info.message), redact(info.hint)
-    if message is info.message and hint is info.hint:
+    kind = repair_text(info.kind)
+    message, hint = redact(repair_text(info.message)), redact(repair_text(info.hint))
+    if kind is info.kind and message is info.message and hint is info.hint:
         return cls, info
-    return cls, ToolErrorInfo(kind=info.kind, message=message, hint=hint)
+    return cls, ToolErrorInfo(kind=kind, message=message, hint=hint)
 
 
 def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:

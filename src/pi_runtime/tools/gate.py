@@ -19,14 +19,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
-from pydantic import ValidationError
 
-from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, parse_object, redact
+from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, redact, repair_text
+from .arguments import BadArguments, check_arguments
 from .classify import ErrorClass, classify, hint_for
 from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
-
-MAX_REPORTED_SCHEMA_ERRORS = 8
 
 Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[str]]
 """(call, tool, JSON arguments, idempotency key) → job id of the started job."""
@@ -34,15 +32,8 @@ Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[
 
 def idempotency_key(session_id: str, tool_call_id: str) -> str:
     """Stable key for one tool call of one session: the same across retries and restarts."""
-    digest = hashlib.sha256(f"{session_id}\x1f{tool_call_id}".encode()).hexdigest()
-    return f"pi-{digest[:40]}"
-
-
-def _json_path(path: Sequence[Any]) -> str:
-    out = "$"
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
+    seed = repair_text(f"{session_id}\x1f{tool_call_id}")  # ids come from outside
+    return f"pi-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,7 +135,8 @@ class Gate:
                 "This call was cut off by the output limit before its arguments were complete; it was not executed.",
                 "Call again with shorter arguments, or pass large data by reference.",
             )
-        size = len(call.raw.encode())
+        raw = repair_text(call.raw)  # an adapter may pass on half of a split pair
+        size = len(raw.encode())
         if size > spec.max_arg_bytes:
             return self._refuse(
                 call,
@@ -153,45 +145,10 @@ class Gate:
                 "Send less data: pass a reference or an identifier instead of the content.",
             )
         # The raw text is the truth: parse it here, whatever an adapter pre-parsed.
-        arguments, problem = parse_object(call.raw)
-        if arguments is None:
-            return self._refuse(
-                call,
-                "invalid_arguments",
-                problem,
-                "Send the arguments as one JSON object matching the schema.",
-            )
-        errors = sorted(
-            self._validators[spec.name].iter_errors(arguments),
-            key=lambda e: list(map(str, e.absolute_path)),
-        )
-        if errors:
-            lines = [
-                f"{_json_path(e.absolute_path)}: {e.message}"
-                for e in errors[:MAX_REPORTED_SCHEMA_ERRORS]
-            ]
-            more = len(errors) - len(lines)
-            if more:
-                lines.append(f"… and {more} more")
-            return self._refuse(
-                call,
-                "invalid_arguments",
-                "Arguments do not match the schema: " + "; ".join(lines),
-                hint_for("invalid_arguments"),
-            )
-        try:
-            kwargs = spec.validate_python(arguments)
-        except ValidationError as exc:
-            detail = "; ".join(
-                f"{_json_path(e['loc'])}: {e['msg']}"
-                for e in exc.errors()[:MAX_REPORTED_SCHEMA_ERRORS]
-            )
-            return self._refuse(
-                call,
-                "invalid_arguments",
-                "Arguments were rejected: " + detail,
-                hint_for("invalid_arguments"),
-            )
+        checked = check_arguments(spec, self._validators[spec.name], raw)
+        if isinstance(checked, BadArguments):
+            return self._refuse(call, "invalid_arguments", checked.message, checked.hint)
+        arguments, kwargs = checked.arguments, checked.kwargs
         key = None if spec.idempotent else idempotency_key(self.session_id, call.id)
         if spec.background and self.launcher is not None:
             job_id = await self.launcher(call, spec, arguments, key)
@@ -280,7 +237,7 @@ class Gate:
 
     def _refuse(self, call: ToolCall, kind: str, message: str, hint: str) -> ToolOutcome:
         # schema errors quote the arguments, which may quote what the model was shown
-        info = ToolErrorInfo(kind=kind, message=redact(message), hint=hint)
+        info = ToolErrorInfo(kind=kind, message=redact(repair_text(message)), hint=hint)
         result = ToolResultMessage(
             tool_call_id=call.id,
             name=call.name,

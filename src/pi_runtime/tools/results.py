@@ -1,29 +1,39 @@
-"""Tool return values to the text the model reads, cut to a byte limit with a marker."""
+"""Tool return values to the text the model reads, cut to a byte limit with a marker.
+
+A result is outside text like any other: lone UTF-16 surrogates in it (or in its keys)
+become U+FFFD, and NaN, Infinity and -Infinity become the strings `"NaN"`, `"Infinity"`
+and `"-Infinity"`, so the text is JSON every reader accepts. Strings rather than `null`:
+the model should learn that a value was undefined or unbounded, not that it was missing.
+"""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pydantic_core
 from pydantic import BaseModel
 
+from ..messages import repair_text, repair_value
+
 TRUNCATION_MARKER = "\n…[truncated: showing the first {shown} of {total} bytes]"
 
 
 def encode_result(value: Any) -> str:
-    """A tool's return value as text: strings verbatim, anything else as compact JSON."""
+    """A tool's return value as text: strings as they are, anything else as compact JSON."""
     if isinstance(value, str):
-        text = value
-    elif isinstance(value, BaseModel):
-        text = value.model_dump_json()
-    else:
-        text = pydantic_core.to_json(value, fallback=str).decode()
+        return repair_text(value)
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json")  # the model's own aliases and serialisers
     try:
-        text.encode()
+        plain = pydantic_core.to_jsonable_python(value, fallback=str)
     except UnicodeEncodeError:
-        # lone surrogates cannot be written anywhere; keep them visible as escapes
-        text = text.encode("utf-8", "backslashreplace").decode()
-    return text
+        # a dict key holds a lone surrogate. Repair walks dicts and lists without a cycle
+        # check, so json.dumps, which walks the same ones, refuses a cycle first.
+        json.dumps(value, default=lambda _: None, skipkeys=True)
+        plain = pydantic_core.to_jsonable_python(repair_value(value), fallback=str)
+    # plain data is acyclic; its strings include what models, dataclasses and `str()` made
+    return pydantic_core.to_json(repair_value(plain), inf_nan_mode="strings").decode()
 
 
 def truncate_result(text: str, max_bytes: int) -> tuple[str, int, bool]:

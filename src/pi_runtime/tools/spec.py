@@ -6,11 +6,15 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints, overload
+from typing import Annotated, Any, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.fields import FieldInfo
 
 from ..exceptions import UserError
+from ..messages import find_non_finite, repair_value
 from ..models import ToolDefinition
 
 MIN_RESULT_BYTES = 100
@@ -119,9 +123,33 @@ class ToolSpec:
         )
 
     def validate_python(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Arguments converted to the function's Python types (raises ValidationError)."""
+        """Arguments converted to the function's Python types (raises ValidationError).
+
+        Arguments that did not come through `parse_object` (a stored job's, say) get the
+        same care: lone surrogates are repaired and NaN or ±Infinity anywhere is refused.
+        """
+        arguments = repair_value(arguments)
+        found = find_non_finite(arguments)
+        if found is not None:
+            raise ValidationError.from_exception_data(
+                self.arguments_model.__name__,
+                [{"type": "finite_number", "loc": found[0], "input": found[1]}],
+            )
         model = self.arguments_model.model_validate(arguments)
         return {name: getattr(model, name) for name in type(model).model_fields}
+
+
+def _field(hint: Any, default: Any, doc: str | None) -> tuple[Any, FieldInfo]:
+    """(annotation, field) for one parameter, keeping every constraint it declares.
+
+    Constraints may sit in the hint (`Annotated[int, Field(le=10)]`) or in the default
+    (`n: int = Field(5, ge=1)`); pydantic merges both. A description given in either
+    wins over the docstring's, which only fills a gap.
+    """
+    info = default if isinstance(default, FieldInfo) else Field(default)
+    if doc and not (info.description or FieldInfo.from_annotation(hint).description):
+        hint = Annotated[hint, Field(description=doc)]
+    return hint, info
 
 
 def _build(
@@ -152,7 +180,7 @@ def _build(
         raise UserError(f"tool {tool_name!r}: timeout_s must be positive or None")
     summary, arg_docs = _parse_docstring(function.__doc__)
     try:
-        hints = get_type_hints(function)
+        hints = get_type_hints(function, include_extras=True)
     except Exception as exc:
         raise UserError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
     fields: dict[str, Any] = {}
@@ -176,17 +204,23 @@ def _build(
         if param.name not in hints:
             raise UserError(f"tool {tool_name!r}: parameter {param.name!r} needs a type hint")
         default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[param.name] = (
-            hints[param.name],
-            Field(default, description=arg_docs.get(param.name) or None),
-        )
+        fields[param.name] = (hints[param.name], default, arg_docs.get(param.name))
     try:
+        definitions: dict[str, Any] = {name: _field(*spec) for name, spec in fields.items()}
         model = create_model(
-            f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+            f"{tool_name}_arguments",
+            __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+            **definitions,
         )
         schema = _strictify(model.model_json_schema())
     except Exception as exc:
         raise UserError(f"tool {tool_name!r}: cannot build a JSON Schema: {exc}") from exc
+    try:
+        # the gate checks arguments with this schema: a `pattern` pydantic accepts but
+        # Python's `re` cannot compile (`\p{L}`) would fail every call, so fail here
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        raise UserError(f"tool {tool_name!r}: unusable JSON Schema: {exc.message}") from exc
     return ToolSpec(
         name=tool_name,
         description=(description or summary or tool_name).strip(),

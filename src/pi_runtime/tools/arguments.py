@@ -1,0 +1,171 @@
+"""Checking a call's argument text against its tool: JSON, then schema, then pydantic.
+
+The JSON Schema the model was shown is checked first, so the model hears about its
+mistakes in the terms it was given. Pydantic then converts to Python types and catches
+what a schema cannot say (custom validators, and the few places where the two disagree,
+e.g. `$` before a trailing newline in a `pattern`). A broken constraint reads the same
+from either check: `$.n: must be <= 10, got 99`, the field's JSON path and its bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema import ValidationError as SchemaError
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from ..messages import json_path, parse_object
+from .classify import hint_for
+from .spec import ToolSpec
+
+MAX_REPORTED_ERRORS = 8
+MAX_QUOTED_CHARS = 80
+"""An offending value longer than this is quoted by its head only: the model wrote it."""
+MAX_LINE_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class BadArguments:
+    """Why a call's arguments were refused: the `invalid_arguments` the model reads."""
+
+    message: str
+    hint: str
+
+
+@dataclass(frozen=True, slots=True)
+class GoodArguments:
+    """Arguments that passed: as JSON (for a job or a hash) and as the function's kwargs."""
+
+    arguments: dict[str, Any]
+    kwargs: dict[str, Any]
+
+
+def check_arguments(
+    spec: ToolSpec, validator: Draft202012Validator, raw: str
+) -> GoodArguments | BadArguments:
+    """`raw` checked against `spec` (whose schema `validator` holds); never raises."""
+    arguments, problem = parse_object(raw)
+    if arguments is None:
+        return BadArguments(problem, "Send the arguments as one JSON object matching the schema.")
+    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        return BadArguments(
+            "Arguments do not match the schema: " + _joined(map(describe_schema_error, errors)),
+            hint_for("invalid_arguments"),
+        )
+    try:
+        kwargs = spec.validate_python(arguments)
+    except ValidationError as exc:
+        return BadArguments(
+            "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors())),
+            hint_for("invalid_arguments"),
+        )
+    except Exception as exc:  # a validator of the tool's own raised something else
+        return BadArguments(
+            _clip(f"Arguments were rejected: {type(exc).__name__}: {exc}"),
+            hint_for("invalid_arguments"),
+        )
+    return GoodArguments(arguments, kwargs)
+
+
+def describe_schema_error(error: SchemaError) -> str:
+    """One JSON Schema error as `path: what is wrong`."""
+    how = _explain(str(error.validator), error.validator_value, error.instance)
+    return _clip(f"{json_path(error.absolute_path)}: {how or error.message}")
+
+
+def describe_pydantic_error(error: ErrorDetails) -> str:
+    """One pydantic error as `path: what is wrong`, worded like the schema's."""
+    ctx = error.get("ctx") or {}
+    keyword, bound = _PYDANTIC_KEYWORDS.get(error["type"], (None, None))
+    how = None
+    if keyword is not None and bound is not None:
+        how = _explain(_list_keyword(keyword, ctx), ctx.get(bound), error["input"])
+    elif error["type"] == "finite_number":
+        how = f"{_number(error['input'])} is not a finite number"
+    return _clip(f"{json_path(error['loc'])}: {how or error['msg']}")
+
+
+_PYDANTIC_KEYWORDS = {
+    "less_than_equal": ("maximum", "le"),
+    "greater_than_equal": ("minimum", "ge"),
+    "less_than": ("exclusiveMaximum", "lt"),
+    "greater_than": ("exclusiveMinimum", "gt"),
+    "multiple_of": ("multipleOf", "multiple_of"),
+    "string_too_long": ("maxLength", "max_length"),
+    "string_too_short": ("minLength", "min_length"),
+    "string_pattern_mismatch": ("pattern", "pattern"),
+    "too_long": ("maxItems", "max_length"),
+    "too_short": ("minItems", "min_length"),
+}
+
+
+def _list_keyword(keyword: str, ctx: dict[str, Any]) -> str:
+    # pydantic says `too_long` for lists and dicts alike; JSON Schema tells them apart
+    if ctx.get("field_type") == "Dictionary":
+        return keyword.replace("Items", "Properties")
+    return keyword
+
+
+_COMPARISONS = {"maximum": "<=", "minimum": ">=", "exclusiveMaximum": "<", "exclusiveMinimum": ">"}
+_SIZES = {
+    "maxLength": ("at most", "character"),
+    "minLength": ("at least", "character"),
+    "maxItems": ("at most", "item"),
+    "minItems": ("at least", "item"),
+    "maxProperties": ("at most", "key"),
+    "minProperties": ("at least", "key"),
+}
+
+
+def _explain(keyword: str, bound: Any, instance: Any) -> str | None:
+    """The broken constraint in words, or None to keep the checker's own message."""
+    if keyword in _COMPARISONS:
+        return f"must be {_COMPARISONS[keyword]} {_number(bound)}, got {_number(instance)}"
+    if keyword == "multipleOf":
+        return f"must be a multiple of {_number(bound)}, got {_number(instance)}"
+    if keyword in _SIZES:
+        limit, noun = _SIZES[keyword]
+        count = f"{bound} {noun}" if bound == 1 else f"{bound} {noun}s"
+        size = len(instance) if isinstance(instance, str | list | dict) else instance
+        if noun == "character":
+            return f"must be {limit} {count} long, got {size}"
+        return f"must have {limit} {count}, got {size}"
+    if keyword == "pattern":
+        return f"must match the pattern {bound!r}, got {_quote(instance)}"
+    return None
+
+
+def _number(value: Any) -> str:
+    """A number as JSON spells it, `1.0` as `1`: both checks then word a bound alike."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return str(int(value))
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return repr(value)
+    return _quote(value)
+
+
+def _quote(value: Any) -> str:
+    if isinstance(value, str) and len(value) > MAX_QUOTED_CHARS:
+        return f"{value[:MAX_QUOTED_CHARS]!r}… ({len(value)} characters)"
+    text = repr(value)
+    return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + "…"
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+
+
+def _joined(lines: Iterable[str]) -> str:
+    shown = list(lines)
+    out = shown[:MAX_REPORTED_ERRORS]
+    if len(shown) > len(out):
+        out.append(f"… and {len(shown) - len(out)} more")
+    return "; ".join(out)
