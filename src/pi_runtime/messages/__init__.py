@@ -2,7 +2,6 @@
 
 from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, parse_object
-from ._text import has_surrogates, repair_text, repair_value
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -19,7 +18,9 @@ from ._model import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    UserOrigin,
 )
+from ._text import has_surrogates, repair_text, repair_value
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
@@ -38,6 +39,7 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "UserOrigin",
     "depth_within",
     "has_surrogates",
     "message_from_dict",
