@@ -213,7 +213,12 @@ def test_completed_run_prints_one_contract_object_and_exits_0(workdir: Path) -> 
     assert data["stop_reason"] == "final_answer"
     assert data["output"] == "done: hi"
     assert data["steps"] == 2
-    assert data["usage"] == {"input_tokens": 30, "output_tokens": 12, "cached_tokens": 0}
+    assert data["usage"] == {
+        "input_tokens": 30,
+        "output_tokens": 12,
+        "cached_tokens": 0,
+        "source": "provider",
+    }
     assert data["messages"][0] == {"role": "user", "content": PROMPT}
     (result,) = [m for m in data["messages"] if m["role"] == "tool"]
     assert result["name"] == "echo"
@@ -315,10 +320,16 @@ GUARD_CASES: dict[str, tuple[list[dict[str, Any]], list[str]]] = {
         ],
         [],
     ),
+    # The same call spread out (A B C A D E A): never back to back (that call would not
+    # run) nor three times within the loop window, so only no-progress sees it.
     "no_progress": (
         [
             calls(call("echo", {"text": "same"})),
+            calls(call("echo", {"text": "b"})),
+            calls(call("echo", {"text": "c"})),
             calls(call("echo", {"text": "same"})),
+            calls(call("echo", {"text": "d"})),
+            calls(call("echo", {"text": "e"})),
             calls(call("echo", {"text": "same"})),
             NEVER,
         ],

@@ -296,7 +296,9 @@ def test_a_success_resets_the_consecutive_error_count(tmp_path: Path) -> None:
 def test_loop_detection_catches_the_same_call_three_times(tmp_path: Path) -> None:
     ping = counting_tool()
     model = ScriptedModel([calls_step(call("ping", target="db"))] * 4 + [final()])
-    agent = Agent(model, tools=[ping], trace_dir=tmp_path)
+    # with the breaker off every call runs: the guard alone must catch the loop
+    limits = Limits(block_repeated_calls=False)
+    agent = Agent(model, tools=[ping], trace_dir=tmp_path, limits=limits)
 
     result = agent.run_sync("is the db up?")
 

@@ -11,7 +11,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..loop import Agent
+from ..loop import Agent, Limits
 from ..messages import TextBlock, ToolCall
 from ..models import ModelRequest, ModelResponse
 from ..testing import FunctionModel
@@ -47,8 +47,9 @@ def run_pi(turns: int, *, trace_dir: str) -> float:
     agent = Agent(
         FunctionModel(_respond(turns)),
         tools=[noop],
-        max_steps=turns + 1,
-        wall_clock_s=None,
+        # overhead, not guards, is measured: a 1,000-turn run re-reads a growing context
+        # past the default token budget, and may take longer than the default clock
+        limits=Limits(max_steps=turns + 1, wall_clock_s=None, token_budget=None),
         trace_dir=trace_dir,
     )
     started = time.perf_counter()

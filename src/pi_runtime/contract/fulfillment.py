@@ -72,7 +72,7 @@ def fulfillment_schema(data_schema: dict[str, Any] | None = None) -> dict[str, A
 
 
 def fulfillment_contract(
-    *, data_schema: dict[str, Any] | None = None, max_repairs: int = 2
+    *, data_schema: dict[str, Any] | None = None, max_repairs: int = 2, fallback: Any = None
 ) -> OutputContract:
     """The `fulfillment` contract, with the seed's example answer attached.
 
@@ -80,6 +80,7 @@ def fulfillment_contract(
         data_schema: a closed object schema for `data`; makes the contract strict. With a
             data schema the seed's example may no longer fit, so none is attached.
         max_repairs: repair turns before the run ends with `contract_violation`.
+        fallback: the output when the repairs are spent (see `OutputContract.fallback`).
     """
     if data_schema is not None and not isinstance(data_schema, dict):
         raise UserError(
@@ -91,4 +92,5 @@ def fulfillment_contract(
         strict=data_schema is not None,
         max_repairs=max_repairs,
         example=None if data_schema is not None else FULFILLMENT_EXAMPLE,
+        fallback=fallback,
     )

@@ -56,6 +56,11 @@ class OutputContract:
             `contract_violation`.
         model: the pydantic model whose validators also run on every answer.
         example: a valid answer shown to the model in `instructions()`; checked here.
+        fallback: the run's output when the repairs are spent (seed 002 §4.4: fall back
+            to a safe answer rather than nothing): any JSON value, e.g. a polite refusal
+            in the contract's shape (an object is checked against the contract). The
+            run still ends `contract_violation` with `contract_errors` filled, so the
+            miss is never mistaken for an answer; None (the default) means no output.
     """
 
     name: str
@@ -64,6 +69,7 @@ class OutputContract:
     max_repairs: int = 2
     model: type[BaseModel] | None = None
     example: dict[str, Any] | None = None
+    fallback: Any = None
     _validator: Draft202012Validator = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -87,6 +93,23 @@ class OutputContract:
                     f"contract {self.name!r}: its example does not match it: {'; '.join(check.errors)}"
                 )
             object.__setattr__(self, "example", copy.deepcopy(self.example))
+        if self.fallback is not None:
+            self._check_fallback()
+
+    def _check_fallback(self) -> None:
+        try:
+            text = json.dumps(self.fallback, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise UserError(
+                f"contract {self.name!r}: fallback must be a JSON value: {exc}"
+            ) from None
+        if isinstance(self.fallback, dict):
+            check = self.validate(text)
+            if not check.ok:
+                raise UserError(
+                    f"contract {self.name!r}: its fallback does not match it: {'; '.join(check.errors)}"
+                )
+        object.__setattr__(self, "fallback", json.loads(text))  # a copy nobody else holds
 
     @classmethod
     def from_model(
@@ -97,6 +120,7 @@ class OutputContract:
         strict: bool = True,
         max_repairs: int = 2,
         example: dict[str, Any] | None = None,
+        fallback: Any = None,
     ) -> OutputContract:
         """A contract from a pydantic model: its JSON Schema, made strict, plus its validators.
 
@@ -119,6 +143,7 @@ class OutputContract:
             max_repairs=max_repairs,
             model=model,
             example=example,
+            fallback=fallback,
         )
 
     @classmethod
@@ -130,10 +155,16 @@ class OutputContract:
         strict: bool = True,
         max_repairs: int = 2,
         example: dict[str, Any] | None = None,
+        fallback: Any = None,
     ) -> OutputContract:
         """A contract from a JSON Schema (Draft 2020-12), made strict or refused with why."""
         return cls(
-            name=name, schema=schema, strict=strict, max_repairs=max_repairs, example=example
+            name=name,
+            schema=schema,
+            strict=strict,
+            max_repairs=max_repairs,
+            example=example,
+            fallback=fallback,
         )
 
     def validate(self, text: str) -> ContractCheck:

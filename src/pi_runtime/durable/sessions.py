@@ -237,12 +237,11 @@ async def drive(
         "session_id": run.session_id,
         "run_id": run.id,
         "next_tool_choice": choice if isinstance(choice, str) else None,
-        "request_elapsed_s": request_elapsed_s,  # MERGE-TODO
+        "request_elapsed_s": request_elapsed_s,
         "launcher": store_launcher(
             store, run, owner, lease_s=lease_s, max_attempts=job_max_attempts
         ),
     }
-    options.pop("request_elapsed_s")  # MERGE-TODO
     task = asyncio.create_task(_execute(agent, prompt, options, on_event))
 
     def renew() -> None:

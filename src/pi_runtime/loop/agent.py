@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
@@ -39,9 +40,10 @@ from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
+from .carry import carry, request_anchor
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
-from .result import RunResult, status_of
+from .result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
 
@@ -193,9 +195,17 @@ class Agent:
         next_tool_choice: str | None = None,
         run_id: str | None = None,
         launcher: Launcher | None = None,
+        request_elapsed_s: float = 0.0,
         _live: asyncio.Queue[Event] | None = None,
     ) -> RunResult:
         """Run the agent on `prompt` until it answers or a guard stops it.
+
+        A prompt starts a new request. A continuation (prompt None) goes on with the
+        request `history` ends in: its guards start from what the earlier runs spent
+        (steps, tokens, tool calls, loop and no-progress hashes, errors in a row,
+        contract repairs; see `carry`), and are checked before the first model call, so
+        a request that already tripped one stops at once. `RunResult.steps` and `usage`
+        still count this run only.
 
         Args:
             prompt: the user's message; None continues `history` as it stands (e.g.
@@ -206,12 +216,15 @@ class Agent:
                 agent's `tool_choice` for a new request, `auto` for a continuation).
             run_id: the run's id (a new one if None), e.g. the id a store gave it.
             launcher: starts jobs for background tools; without one they run inline.
+            request_elapsed_s: seconds earlier runs of this request took (a continuation
+                only), so `wall_clock_s` covers the whole request.
         """
         if next_tool_choice is None:
             next_tool_choice = self.tool_choice if prompt is not None else "auto"
         self.validate_tool_choice(next_tool_choice)
         if prompt is None and not history:
             raise UserError("a run needs a prompt or a conversation to continue")
+        _check_elapsed(request_elapsed_s, continuing=prompt is None)
         run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
         session = session_id or f"session-{uuid.uuid4().hex[:16]}"
         live = _live.put_nowait if _live is not None else None
@@ -245,13 +258,8 @@ class Agent:
             contract=self.contract,
             retriever=self.retriever,
             specs=tuple(gate.offered),
-            state=RunState(
-                messages=tuple(history),
-                pending=(UserMessage(content=prompt),) if prompt is not None else (),
-                anchor=_last_user(history),
-                next_tool_choice=next_tool_choice,
-                turns=sum(1 for m in history if m.role == "assistant"),
-            ),
+            state=_first_state(history, prompt, next_tool_choice),
+            request_elapsed_s=request_elapsed_s,
         )
         started = time.perf_counter()
         recorder.emit(
@@ -278,7 +286,7 @@ class Agent:
             state = _ended(driver.state, "internal_error", f"{type(exc).__name__}: {exc}")
         return _finish(state, recorder, started, **ids)
 
-    def run_sync(self, prompt: str, **kwargs: object) -> RunResult:
+    def run_sync(self, prompt: str | None, **kwargs: object) -> RunResult:
         """`run` for code without an event loop."""
         try:
             asyncio.get_running_loop()
@@ -288,7 +296,7 @@ class Agent:
             "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
         )
 
-    def run_stream(self, prompt: str, **kwargs: object) -> RunStream:
+    def run_stream(self, prompt: str | None, **kwargs: object) -> RunStream:
         """Run while yielding events as they happen (`ModelDelta`s included)."""
         return RunStream(self, prompt, kwargs)
 
@@ -296,7 +304,7 @@ class Agent:
 class RunStream:
     """Async iterator over a run's events; `result` is set once the run has ended."""
 
-    def __init__(self, agent: Agent, prompt: str, kwargs: dict[str, object]) -> None:
+    def __init__(self, agent: Agent, prompt: str | None, kwargs: dict[str, object]) -> None:
         self._agent = agent
         self._prompt = prompt
         self._kwargs = kwargs
@@ -325,8 +333,43 @@ class RunStream:
                 task.cancel()
 
 
-def _last_user(history: Sequence[Message]) -> int:
-    return next((i for i in range(len(history) - 1, -1, -1) if history[i].role == "user"), -1)
+def _check_elapsed(elapsed: float, *, continuing: bool) -> None:
+    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float):
+        raise UserError(f"request_elapsed_s must be a number of seconds, got {elapsed!r}")
+    if not math.isfinite(elapsed) or elapsed < 0:
+        raise UserError(f"request_elapsed_s must be finite and 0 or more, got {elapsed}")
+    if elapsed and not continuing:
+        raise UserError("request_elapsed_s is for continuations; a prompt starts a new request")
+
+
+def _first_state(history: Sequence[Message], prompt: str | None, tool_choice: str) -> RunState:
+    """A new request starts at OBSERVE with fresh guards; a continuation starts at REFLECT
+    with the guard state its request's earlier runs left in the conversation."""
+    turns = sum(1 for m in history if m.role == "assistant")
+    if prompt is not None:
+        return RunState(
+            messages=tuple(history),
+            pending=(UserMessage(content=prompt),),
+            anchor=request_anchor(history),
+            next_tool_choice=tool_choice,
+            turns=turns,
+        )
+    spent = carry(history)
+    return RunState(
+        phase="reflect",
+        messages=tuple(history),
+        anchor=spent.anchor,
+        next_tool_choice=tool_choice,
+        turns=turns,
+        prior_steps=spent.steps,
+        prior_tokens=spent.tokens,
+        actions=spent.actions,
+        results=spent.results,
+        consecutive_errors=spent.consecutive_errors,
+        tool_calls=spent.tool_calls,
+        tool_limit_notice=spent.tool_limit_notice,
+        repairs=spent.repairs,
+    )
 
 
 def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
@@ -341,7 +384,8 @@ def _finish(
     reason = state.stop_reason or "internal_error"
     metrics = compute_metrics(recorder.events, wall_ms=wall_ms, count_tokens=count_tokens)
     status = status_of(reason)
-    output = state.output if reason == "final_answer" else None
+    # a contract miss has output only when the contract names a fallback
+    output = state.output if reason in ("final_answer", "contract_violation") else None
     recorder.emit(
         RunFinished(
             status=status,
@@ -369,5 +413,6 @@ def _finish(
         error=state.error,
         waits=state.waits,
         contract_errors=state.contract_errors,
+        usage_source=usage_source(recorder.events),
         events=tuple(recorder.events),
     )

@@ -1,7 +1,8 @@
-"""Limits of a run and the pure checks that stop it (seed 001 §2.3, seed 000 layer four)."""
+"""Limits of a request and the pure checks that stop it (seed 001 §2.3, seed 000 layer four)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -9,15 +10,34 @@ from typing import Any
 from ..exceptions import UserError
 from ..messages import StopReason
 
+_COUNTS = (
+    "max_steps",
+    "max_consecutive_errors",
+    "loop_window",
+    "loop_threshold",
+    "no_progress_window",
+    "no_progress_repeats",
+)
+_OPTIONAL_COUNTS = ("token_budget", "max_tool_calls")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
-    """Guards of one run.
+    """Guards and circuit breakers of one user request.
+
+    A request is a user message and everything the agent does to answer it, across the
+    continuations of a durable session (each resumes where the last run stopped): the
+    counts below are request totals, not per run. Every field is a plain JSON value, so
+    limits can be stored with a session and read from an agent file's `[limits]` table.
 
     Attributes:
         max_steps: model calls allowed.
-        token_budget: cumulative input + output tokens allowed (None: unlimited).
-        wall_clock_s: seconds the run may take, model and tool waits included.
+        token_budget: cumulative input + output tokens allowed (None: unlimited). The
+            default, 4,000,000, is the default 20 steps each filling a 200k-token
+            context window: no normal run gets near it, while a runaway one (raised step
+            limits, huge results re-read turn after turn; seed 001 §8.1) is stopped
+            before the bill explodes.
+        wall_clock_s: seconds the request may take, model and tool waits included.
         max_consecutive_errors: failed tool calls in a row before the run stops.
         loop_window: how many recent tool calls loop detection looks at.
         loop_threshold: the same call this often inside the window is a loop (A-A-A);
@@ -25,32 +45,53 @@ class Limits:
         no_progress_window: how many recent outcomes no-progress detection looks at.
         no_progress_repeats: the same call returning the same result this often inside
             the window means the run is not getting anywhere.
+        max_tool_calls: tool calls the model may make (None: no limit, the default;
+            `max_steps` already bounds calls made one at a time, and a fixed count would
+            refuse legitimate parallel fan-out; seed 002 §5.2 uses 4 for a small
+            assistant). Calls past it are refused (`tool_limit`) and the next model call
+            must answer without tools, told to say what failed. A model that still calls
+            tools then has its calls refused and the run stops with `max_steps`: its
+            allowance of actions is spent.
+        block_repeated_calls: a call identical to the one just before it (same tool,
+            same canonical arguments) is not run; the model gets a `repeated_call` error
+            asking it to try another way (seed 002 §5.2).
     """
 
     max_steps: int = 20
-    token_budget: int | None = None
+    token_budget: int | None = 4_000_000
     wall_clock_s: float | None = 600.0
     max_consecutive_errors: int = 3
     loop_window: int = 6
     loop_threshold: int = 3
     no_progress_window: int = 20
     no_progress_repeats: int = 3
+    max_tool_calls: int | None = None
+    block_repeated_calls: bool = True
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_steps",
-            "max_consecutive_errors",
-            "loop_window",
-            "loop_threshold",
-            "no_progress_window",
-            "no_progress_repeats",
-        ):
+        for name in _COUNTS + _OPTIONAL_COUNTS:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_COUNTS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise UserError(f"{name} must be an integer, got {value!r}")
+        for name in _COUNTS:
             if getattr(self, name) < 1:
                 raise UserError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.token_budget is not None and self.token_budget < 1:
-            raise UserError(f"token_budget must be positive, got {self.token_budget}")
-        if self.wall_clock_s is not None and self.wall_clock_s <= 0:
-            raise UserError(f"wall_clock_s must be positive, got {self.wall_clock_s}")
+        for name in _OPTIONAL_COUNTS:
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise UserError(f"{name} must be positive (or None: no limit), got {value}")
+        clock = self.wall_clock_s
+        if clock is not None:
+            if isinstance(clock, bool) or not isinstance(clock, int | float):
+                raise UserError(f"wall_clock_s must be a number of seconds, got {clock!r}")
+            if not math.isfinite(clock) or clock <= 0:
+                raise UserError(f"wall_clock_s must be positive and finite, got {clock}")
+        if not isinstance(self.block_repeated_calls, bool):
+            raise UserError(
+                f"block_repeated_calls must be true or false, got {self.block_repeated_calls!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
-from ..observe import Event
+from ..observe import Event, ModelResponded
+
+UsageSource: TypeAlias = Literal["provider", "counted", "mixed"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -18,8 +21,11 @@ class RunResult:
         status: `completed`, `stopped` (a guard), `failed` or `awaiting`.
         stop_reason: the precise reason (`final_answer`, `max_steps`, `model_error`, …).
         output: the final answer text (or contract object); None if the run gave none.
-        steps: model calls made.
+        steps: model calls made by this run (a continuation counts its own; the guards
+            count the whole request).
         usage: tokens used by all model calls of the run.
+        usage_source: where `usage` comes from: `provider` (as reported), `counted`
+            (Pi's own count, for every call: the provider reported none) or `mixed`.
         metrics: the run's metrics (seed 000 and totals).
         messages: the whole conversation, tool results with their `tool_call_id`.
         trace: path of the JSONL trace, if one was written.
@@ -42,6 +48,7 @@ class RunResult:
     """(tool_call_id, job_id) of the background jobs an `awaiting` run waits for."""
     contract_errors: tuple[str, ...] = ()
     """Why the last answer missed the output contract (`contract_violation`)."""
+    usage_source: UsageSource = "provider"
     events: tuple[Event, ...] = field(default=(), repr=False)
 
     @property
@@ -59,6 +66,7 @@ class RunResult:
                 "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens,
                 "cached_tokens": self.usage.cached_tokens,
+                "source": self.usage_source,
             },
             "metrics": self.metrics,
             "messages": messages_to_list(self.messages),
@@ -76,3 +84,14 @@ class RunResult:
 
 def status_of(reason: StopReason) -> RunStatus:
     return STOP_STATUS[reason]
+
+
+def usage_source(events: Iterable[Event]) -> UsageSource:
+    """`provider` or `counted` when every answered model call says so, else `mixed`.
+
+    A run without an answered call has no usage to vouch for: `provider` (all zeros).
+    """
+    sources = {e.usage_source for e in events if isinstance(e, ModelResponded)}
+    if len(sources) > 1:
+        return "mixed"
+    return "counted" if sources == {"counted"} else "provider"

@@ -34,9 +34,10 @@ from ..observe import (
     ModelResponded,
     ToolsSelected,
 )
-from ..tools import Gate, ToolSpec
+from ..tools import Gate, ToolOutcome, ToolSpec
 from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
+from .breakers import screen
 from .guards import Limits
 from .state import RunState
 
@@ -66,6 +67,8 @@ class Driver:
     retriever: ToolRetriever | None = None
     specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
+    request_elapsed_s: float = 0.0
+    """Seconds earlier runs of the same request took: the wall clock covers them too."""
 
     async def drive(self) -> RunState:
         """Run transitions until DONE. Every ending, including the clock's, is a state.
@@ -75,18 +78,15 @@ class Driver:
         """
         loop = asyncio.get_running_loop()
         self.started = time.perf_counter()
-        deadline = (
-            None if self.limits.wall_clock_s is None else loop.time() + self.limits.wall_clock_s
-        )
+        clock = self.limits.wall_clock_s
+        deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
         while self.state.phase != "done":
             try:
                 async with asyncio.timeout_at(deadline):
                     self.state = await self._advance(self.state)
             except TimeoutError:
                 self.state = self._apply(
-                    t.interrupted(
-                        self.state, "wall_clock", f"the run exceeded {self.limits.wall_clock_s:g}s"
-                    )
+                    t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
                 )
         return self.state
 
@@ -96,10 +96,23 @@ class Driver:
         if state.phase == "think":
             return await self._think(state)
         if state.phase == "act":
-            assert state.response is not None
-            outcomes = await self.gate.run_all(state.response.tool_calls)
-            return self._apply(t.act(state, outcomes))
-        return self._apply(t.reflect(state, self.limits, time.perf_counter() - self.started))
+            return self._apply(t.act(state, await self._run_tools(state)))
+        elapsed = time.perf_counter() - self.started + self.request_elapsed_s
+        return self._apply(t.reflect(state, self.limits, elapsed))
+
+    async def _run_tools(self, state: RunState) -> tuple[ToolOutcome, ...]:
+        """The outcomes of the response's calls: the breakers' refusals, the gate's runs."""
+        assert state.response is not None
+        calls = state.response.tool_calls
+        refused = screen(
+            calls,
+            limits=self.limits,
+            made=state.tool_calls,
+            previous=state.actions[-1] if state.actions else None,
+        )
+        allowed = [c for c, r in zip(calls, refused, strict=True) if r is None]
+        ran = iter(await self.gate.run_all(allowed) if allowed else ())
+        return tuple(r if r is not None else next(ran) for r in refused)
 
     async def _offer(self, state: RunState) -> tuple[ToolDefinition, ...]:
         """The tools this call offers: all of them, or what retrieval selected."""
@@ -178,6 +191,7 @@ class Driver:
             errors=check.errors,
             repair="" if check.ok else self.contract.repair_message(check),
             max_repairs=self.contract.max_repairs,
+            fallback=self.contract.fallback,
         )
 
     def _apply(self, step: t.Step) -> RunState:
@@ -237,15 +251,9 @@ class Driver:
                 )
                 return message
             latency = (time.perf_counter() - began) * 1000
-            answer = response.to_message()
-            source: Literal["provider", "counted"] = "provider"
-            if answer.usage == Usage():
-                # no usage reported (scripted, some local servers): count it ourselves
-                output = self.builder.counter(message_text(answer)) if answer.content else 0
-                answer = replace(
-                    answer, usage=Usage(input_tokens=counted_input, output_tokens=output)
-                )
-                source = "counted"
+            answer = t.within_output_limit(response.to_message())
+            usage, source = self._usage(answer, counted_input)
+            answer = replace(answer, usage=usage)
             self.emit(
                 ModelResponded(
                     turn=request.step,
@@ -258,6 +266,26 @@ class Driver:
                 )
             )
             return answer
+
+    def _usage(
+        self, answer: AssistantMessage, counted_input: int
+    ) -> tuple[Usage, Literal["provider", "counted"]]:
+        """The call's usage: the provider's figures, Pi's own count for any it left out.
+
+        Some servers report nothing (scripted models), or nothing of the input
+        (llama-cpp-python's server when streaming): a zero where there must have been
+        tokens is taken as unreported. `counted` says at least one figure is Pi's.
+        """
+        usage = answer.usage
+        input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
+        if input_tokens <= 0:
+            input_tokens = counted_input
+        if output_tokens <= 0 and answer.content:
+            output_tokens = self.builder.counter(message_text(answer))
+        counted = (input_tokens, output_tokens) != (usage.input_tokens, usage.output_tokens)
+        if not counted:
+            return usage, "provider"
+        return replace(usage, input_tokens=input_tokens, output_tokens=output_tokens), "counted"
 
     async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
         first_tool_at: float | None = None

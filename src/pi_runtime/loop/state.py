@@ -18,15 +18,20 @@ class RunState:
         phase: the phase to run next.
         messages: the conversation so far (history included).
         pending: inputs OBSERVE has yet to normalise into messages.
-        anchor: index of the current user message (-1: none, e.g. a continuation).
+        anchor: index of the request's user message (-1: none).
         steps: model calls made in this run.
+        prior_steps: model calls earlier runs made for the same request.
+        prior_tokens: tokens earlier runs used for the same request.
         turns: assistant messages in the conversation (history included).
         next_tool_choice: tool choice for the next model call only.
         response: the last assistant message, for ACT.
         outcomes: the last tool outcomes, for REFLECT.
-        actions: canonical hashes of recent tool calls (loop detection).
+        actions: canonical hashes of the request's recent tool calls (loop detection).
         results: hashes of recent (call, result) pairs (no-progress detection).
+        tool_calls: tool calls the model made for the request, earlier runs included.
+        tool_limit_notice: the model was told the request's tool calls are used up.
         waits: (tool_call_id, job_id) of calls whose results background jobs compute.
+        repairs: contract repair turns sent for the request.
     """
 
     phase: LoopPhase = "observe"
@@ -34,6 +39,8 @@ class RunState:
     pending: tuple[Message, ...] = ()
     anchor: int = -1
     steps: int = 0
+    prior_steps: int = 0
+    prior_tokens: int = 0
     turns: int = 0
     usage: Usage = field(default_factory=Usage)
     next_tool_choice: str = "auto"
@@ -42,9 +49,21 @@ class RunState:
     outcomes: tuple[ToolOutcome, ...] = ()
     actions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
+    tool_calls: int = 0
+    tool_limit_notice: bool = False
     waits: tuple[tuple[str, str], ...] = ()
     repairs: int = 0
     contract_errors: tuple[str, ...] = ()
     stop_reason: StopReason | None = None
     output: Any = None
     error: str | None = None
+
+    @property
+    def request_steps(self) -> int:
+        """Model calls made for the request, earlier runs included."""
+        return self.prior_steps + self.steps
+
+    @property
+    def request_tokens(self) -> int:
+        """Tokens used for the request, earlier runs included."""
+        return self.prior_tokens + self.usage.total_tokens

@@ -16,6 +16,7 @@ from ..messages import (
     Phase,
     StopReason,
     TextBlock,
+    ToolCall,
     ToolErrorInfo,
     ToolResultMessage,
     UserMessage,
@@ -32,7 +33,9 @@ from ..observe import (
     Transition,
 )
 from ..tools import ToolOutcome
+from .breakers import tool_limit_notice
 from .canonical import action_hash, text_hash
+from .carry import KEEP
 from .guards import Limits, check_guards
 from .state import RunState
 
@@ -47,6 +50,8 @@ class Verdict:
     errors: tuple[str, ...]
     repair: str
     max_repairs: int
+    fallback: Any = None
+    """The output when the repairs are spent (None: no output)."""
 
     @property
     def ok(self) -> bool:
@@ -63,9 +68,6 @@ GUARDS = frozenset(
         "no_progress",
     }
 )
-
-# How many recent hashes the state keeps: enough for any window, bounded so turns stay O(1).
-_KEEP = 64
 
 
 def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
@@ -86,7 +88,7 @@ def observe(state: RunState) -> Step:
     events: list[Event] = []
     anchor = state.anchor
     for offset, message in enumerate(state.pending):
-        if isinstance(message, UserMessage):
+        if isinstance(message, UserMessage) and message.is_request:
             anchor = len(state.messages) + offset
     messages = _append(state.messages, list(state.pending), events)
     return _move(state, "think", events, messages=messages, pending=(), anchor=anchor)
@@ -103,6 +105,20 @@ def _with_phases(message: AssistantMessage) -> AssistantMessage:
     return replace(message, content=content)
 
 
+def within_output_limit(message: AssistantMessage) -> AssistantMessage:
+    """`message` with every tool call marked truncated when the output limit cut it.
+
+    The runtime decides, not the adapter: a response that ended on the output limit
+    may have lost the end of any call in it, so none of them is run.
+    """
+    if message.finish_reason != "length" or all(c.truncated for c in message.tool_calls):
+        return message
+    content = tuple(
+        replace(b, truncated=True) if isinstance(b, ToolCall) else b for b in message.content
+    )
+    return replace(message, content=content)
+
+
 def think(state: RunState, response: AssistantMessage, check: Verdict | None = None) -> Step:
     """Take the model's answer: a final answer ends the run, tool calls go to ACT.
 
@@ -111,7 +127,7 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
     again, until the contract's repairs are spent (`contract_violation`).
     """
     events: list[Event] = []
-    message = _with_phases(response)
+    message = _with_phases(within_output_limit(response))
     common = {
         "messages": _append(state.messages, [message], events),
         "steps": state.steps + 1,
@@ -131,12 +147,13 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
             )
         if state.repairs < check.max_repairs:
             # the repair turn joins the conversation; the question stays the anchor
-            repair = UserMessage(content=check.repair)
+            repair = UserMessage(content=check.repair, origin="contract_repair")
             common["messages"] = _append(common["messages"], [repair], events)  # type: ignore[arg-type]
             # through REFLECT: a repair is a model call like any other for the guards
             return _move(state, "reflect", events, repairs=state.repairs + 1, **common)
         stopped, more = finish(
-            replace(state, **common, contract_errors=check.errors),  # type: ignore[arg-type]
+            # the fallback, if any, stands in for the answer; the errors say why
+            replace(state, **common, contract_errors=check.errors, output=check.fallback),  # type: ignore[arg-type]
             "contract_violation",
             "; ".join(check.errors),
         )
@@ -159,8 +176,11 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
     waits: list[tuple[str, str]] = []
     for outcome in outcomes:
         call, message = outcome.call, outcome.message
+        act_hash = action_hash(call.name, call.arguments, call.raw)
+        actions.append(act_hash)
         if message is None:
-            # a background job computes this result; the run will wait for it
+            # a background job computes this result; the run will wait for it. The call
+            # counts for loop detection now, its result for no-progress once delivered.
             assert outcome.job_id is not None
             waits.append((call.id, outcome.job_id))
             events.append(JobStarted(tool_call_id=call.id, name=call.name, job_id=outcome.job_id))
@@ -192,8 +212,6 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
             )
         )
         consecutive = consecutive + 1 if message.is_error else 0
-        act_hash = action_hash(call.name, call.arguments, call.raw)
-        actions.append(act_hash)
         results.append(f"{act_hash}:{text_hash(message.content)}")
         if outcome.error_class == "security" and fatal is None:
             detail = message.error.message if message.error else "security violation"
@@ -210,8 +228,9 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
         "waits": state.waits + tuple(waits),
         "outcomes": outcomes,
         "consecutive_errors": consecutive,
-        "actions": tuple(actions[-_KEEP:]),
-        "results": tuple(results[-_KEEP:]),
+        "actions": tuple(actions[-KEEP:]),
+        "results": tuple(results[-KEEP:]),
+        "tool_calls": state.tool_calls + len(outcomes),
     }
     if fatal is not None:
         stopped, more = finish(replace(state, **changes), *fatal)  # type: ignore[arg-type]
@@ -245,11 +264,12 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
 
 
 def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
-    """Check the guards: stop with the first that trips, else OBSERVE again."""
+    """Check the guards over the whole request: stop with the first that trips, else
+    OBSERVE again (told to answer without tools once the tool calls are used up)."""
     verdict = check_guards(
         limits=limits,
-        steps=state.steps,
-        total_tokens=state.usage.total_tokens,
+        steps=state.request_steps,
+        total_tokens=state.request_tokens,
         elapsed_s=elapsed_s,
         consecutive_errors=state.consecutive_errors,
         actions=state.actions,
@@ -257,12 +277,28 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     )
     if verdict is not None:
         return finish(state, *verdict)
-    return _move(state, "observe", [])
+    cap = limits.max_tool_calls
+    if cap is None or state.tool_calls < cap:
+        return _move(state, "observe", [])
+    if not state.tool_limit_notice:
+        pending = (*state.pending, tool_limit_notice(cap))
+        return _move(
+            state,
+            "observe",
+            [],
+            pending=pending,
+            next_tool_choice="none",
+            tool_limit_notice=True,
+        )
+    if state.response is not None and state.response.tool_calls:
+        detail = f"the model kept calling tools after its {cap} tool calls were used up"
+        return finish(state, "max_steps", detail, guard="max_tool_calls")
+    return _move(state, "observe", [], next_tool_choice="none")
 
 
-def finish(state: RunState, reason: StopReason, detail: str) -> Step:
-    """End the run with `reason`."""
+def finish(state: RunState, reason: StopReason, detail: str, *, guard: str | None = None) -> Step:
+    """End the run with `reason`; `guard` names the guard behind it when that differs."""
     events: list[Event] = []
-    if reason in GUARDS:
-        events.append(GuardTriggered(guard=reason, detail=detail))
+    if guard is not None or reason in GUARDS:
+        events.append(GuardTriggered(guard=guard or reason, detail=detail))
     return _move(state, "done", events, stop_reason=reason, error=detail)

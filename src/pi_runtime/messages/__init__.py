@@ -19,6 +19,7 @@ from ._model import (
     ToolResultMessage,
     Usage,
     UserMessage,
+    UserOrigin,
 )
 from ._redact import redact, redact_url
 from ._text import has_surrogates, repair_fields, repair_text, repair_value
@@ -40,6 +41,7 @@ __all__ = [
     "ToolResultMessage",
     "Usage",
     "UserMessage",
+    "UserOrigin",
     "depth_within",
     "find_non_finite",
     "has_surrogates",

@@ -24,6 +24,9 @@ StopReason: TypeAlias = Literal[
     "internal_error",
 ]
 RunStatus: TypeAlias = Literal["completed", "stopped", "failed", "awaiting"]
+UserOrigin: TypeAlias = Literal["user", "contract_repair", "tool_limit"]
+"""Who wrote a user turn: the user, or the runtime (a contract repair request, the notice
+that the request's tool calls are used up). Only the user's own turns start a request."""
 
 STOP_STATUS: dict[StopReason, RunStatus] = {
     "final_answer": "completed",
@@ -112,8 +115,16 @@ class ToolErrorInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
+    """A user turn. `origin` tells the user's own words from turns the runtime adds."""
+
     content: str
+    origin: UserOrigin = "user"
     role: Literal["user"] = "user"
+
+    @property
+    def is_request(self) -> bool:
+        """True for a turn the user wrote: the start of a request."""
+        return self.origin == "user"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
