@@ -26,7 +26,7 @@ from ..context import (
 )
 from ..contract import OutputContract
 from ..exceptions import UserError
-from ..messages import Message, StopReason, UserMessage
+from ..messages import Message, StopReason, UserMessage, redact, repair_text
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
 from ..observe import (
     Event,
@@ -283,7 +283,8 @@ class Agent:
             )
             raise
         except Exception as exc:  # a bug in Pi itself: still a well-formed ending
-            state = _ended(driver.state, "internal_error", f"{type(exc).__name__}: {exc}")
+            detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
+            state = _ended(driver.state, "internal_error", detail)
         return _finish(state, recorder, started, **ids)
 
     def run_sync(self, prompt: str | None, **kwargs: object) -> RunResult:

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from ..context import ContextBuilder, message_text
 from ..contract import OutputContract
 from ..exceptions import ModelError
-from ..messages import AssistantMessage, Usage
+from ..messages import AssistantMessage, Usage, redact, repair_text
 from ..models import (
     Model,
     ModelRequest,
@@ -24,6 +24,7 @@ from ..models import (
     ThinkingDelta,
     ToolCallDelta,
     ToolDefinition,
+    repair_response,
 )
 from ..observe import (
     ContractChecked,
@@ -217,7 +218,7 @@ class Driver:
             except ModelError as exc:
                 retry = exc.transient and attempt <= self.model_retries
                 delay = self._delay(attempt, exc.retry_after_s) if retry else None
-                message = exc.message
+                message = redact(exc.message)
                 if delay is not None and delay > self.max_retry_after_s:
                     # waiting that long would only spend the run's clock: fail now, say why
                     message = f"{message} (the provider asked to wait {delay:g}s; the limit is {self.max_retry_after_s:g}s)"
@@ -239,7 +240,7 @@ class Driver:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # an adapter bug must still end the run well-formed
-                message = f"{type(exc).__name__}: {exc}"
+                message = redact(repair_text(f"{type(exc).__name__}: {exc}"))
                 self.emit(
                     ModelFailed(
                         turn=request.step,
@@ -292,7 +293,8 @@ class Driver:
         live = self.live
         async for event in self.model.stream(request):
             if isinstance(event, ResponseDone):
-                response = event.response
+                # any Model's answer, a user's own included, enters the run as writable text
+                response = repair_response(event.response)
                 if first_tool_at is None and response.tool_calls:
                     first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
                 return response, first_tool_at
