@@ -261,3 +261,20 @@ def test_a_session_started_from_an_agent_file_keeps_it(tmp_path: Path) -> None:
         cwd=tmp_path, tmp=tmp_path,
     )  # fmt: skip
     assert again.returncode == 2 and "a session keeps its agent" in " ".join(again.stderr.split())
+
+
+def test_an_output_fallback_answers_when_the_repairs_are_spent(tmp_path: Path) -> None:
+    body = BASE + '[output]\nschema = "answer.json"\nmax_repairs = 1\n'
+    body += '[output.fallback]\nanswer = "no forecast available"\n'
+    script = {"steps": [{"text": "not json"}, {"text": "still not json"}]}
+    path, _ = scratch(tmp_path, body, script=script)
+    result = Agent.from_file(path, trace_dir=False).run_sync("weather?")
+    assert result.stop_reason == "contract_violation" and result.contract_errors
+    assert result.output == {"answer": "no forecast available"}
+
+
+def test_a_fallback_that_breaks_the_contract_is_refused_at_load(tmp_path: Path) -> None:
+    body = BASE + '[output]\nschema = "answer.json"\n[output.fallback]\nwrong = 1\n'
+    path, _ = scratch(tmp_path, body)
+    with pytest.raises(UserError, match="output: .*fallback does not match"):
+        Agent.from_file(path, trace_dir=False)

@@ -6,7 +6,8 @@
                                             # (from above its package, if it is in one)
     allow = ["get_weather"]
     tool_choice = "get_weather"             # the first call of each request only
-    output = "contract.json"                # a JSON Schema file (or [output] schema = …)
+    output = "contract.json"                # a JSON Schema file (or [output] schema = …,
+                                            # name, strict, max_repairs, fallback)
     [limits]
     max_steps = 8
 

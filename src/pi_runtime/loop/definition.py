@@ -62,7 +62,8 @@ class AgentDefinition:
         tools: `MODULE:ATTR` references, each a tool or a list of tools.
         allow: the tools it may call (None: all); others are `permission_denied`.
         tool_choice: the tool choice of a user request's first model call.
-        output: the output contract: `{"name", "schema", "strict", "max_repairs"}`.
+        output: the output contract: `{"name", "schema", "strict", "max_repairs"}` and
+            an optional `fallback` answer for when the repairs are spent.
         limits: `Limits` fields; missing ones take their defaults.
         budget: `Budget` fields of each request's token budget.
         retrieval: tool retrieval (`threshold`, `top_k`, `always_include`, `embedder`
@@ -245,7 +246,7 @@ def _output(key: str, value: Any) -> dict[str, Any] | None:
         return None
     if not isinstance(value, Mapping) or not isinstance(value.get("schema"), Mapping):
         raise DefinitionError(key, "must name a JSON Schema file (or a table with `schema`)")
-    allowed = {"name", "schema", "strict", "max_repairs"}
+    allowed = {"name", "schema", "strict", "max_repairs", "fallback"}
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise DefinitionError(f"{key}.{unknown[0]}", f"unknown key; known: {sorted(allowed)}")
@@ -347,6 +348,7 @@ def _contract(table: Mapping[str, Any] | None) -> OutputContract | None:
         name=table["name"],
         strict=table["strict"],
         max_repairs=table["max_repairs"],
+        fallback=table.get("fallback"),
     )
 
 
