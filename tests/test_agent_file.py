@@ -276,5 +276,5 @@ def test_an_output_fallback_answers_when_the_repairs_are_spent(tmp_path: Path) -
 def test_a_fallback_that_breaks_the_contract_is_refused_at_load(tmp_path: Path) -> None:
     body = BASE + '[output]\nschema = "answer.json"\n[output.fallback]\nwrong = 1\n'
     path, _ = scratch(tmp_path, body)
-    with pytest.raises(UserError, match="output: .*fallback does not match"):
+    with pytest.raises(UserError, match=r"output: .*fallback does not match"):
         Agent.from_file(path, trace_dir=False)
