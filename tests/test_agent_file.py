@@ -278,3 +278,16 @@ def test_a_fallback_that_breaks_the_contract_is_refused_at_load(tmp_path: Path) 
     path, _ = scratch(tmp_path, body)
     with pytest.raises(UserError, match=r"output: .*fallback does not match"):
         Agent.from_file(path, trace_dir=False)
+
+
+def test_two_agents_tool_modules_of_one_name_are_refused_not_mixed_up(tmp_path: Path) -> None:
+    module = f"clash_{uuid.uuid4().hex[:8]}"
+    for name in ("one", "two"):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / f"{module}.py").write_text(TOOLS, encoding="utf-8")
+        (folder / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
+        (folder / "agent.toml").write_text(BASE.replace("{tools}", module), encoding="utf-8")
+    Agent.from_file(tmp_path / "one" / "agent.toml", trace_dir=False)
+    with pytest.raises(UserError, match="already imported from .*one"):
+        Agent.from_file(tmp_path / "two" / "agent.toml", trace_dir=False)

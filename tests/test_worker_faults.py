@@ -91,14 +91,17 @@ def worker_process(db_url: str, cwd: Path, log: Path, *extra: str) -> subprocess
 
 
 def start_sessions(store: Store, tmp: Path, count: int) -> list[str]:
-    (tmp / "faulttools.py").write_text(FAULT_TOOLS, encoding="utf-8")
+    # a module name of its own: each parametrised case writes its own copy, and one
+    # process must not import two modules of one name from two folders
+    module = f"faulttools_{tmp.name.replace('-', '_')}"
+    (tmp / f"{module}.py").write_text(FAULT_TOOLS, encoding="utf-8")
     ids = []
     for k in range(count):
         script = tmp / f"script-{k}.json"
         script.write_text(json.dumps(script_for(k)), encoding="utf-8")
         recipe = Recipe(
             model=f"scripted:{script}",
-            tools=("faulttools:TOOLS",),
+            tools=(f"{module}:TOOLS",),
             import_path=str(tmp),
             job_max_attempts=50,
         )

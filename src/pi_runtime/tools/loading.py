@@ -35,6 +35,8 @@ def load_tools(ref: str, import_path: str | Path | None = None) -> list[ToolSpec
         raise UserError(
             f"tools {ref}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
         ) from exc
+    if folder:
+        _check_origin(module, module_name, Path(folder))
     if not hasattr(module, attr):
         raise UserError(f"tools {ref}: module {module_name!r} has no attribute {attr!r}")
     value = getattr(module, attr)
@@ -44,4 +46,19 @@ def load_tools(ref: str, import_path: str | Path | None = None) -> list[ToolSpec
         return list(value)
     raise UserError(
         f"tools {ref}: expected a tool made with @tool or a list of them, got {type(value).__name__}"
+    )
+
+
+def _check_origin(module: object, module_name: str, folder: Path) -> None:
+    """Refuse a module that `folder` holds but that was imported earlier from elsewhere
+    (two agents' `tools.py` in one worker): its tools would silently be the other's."""
+    relative = Path(*module_name.split("."))
+    candidates = [folder / relative.with_suffix(".py"), folder / relative / "__init__.py"]
+    here = next((c.resolve() for c in candidates if c.is_file()), None)
+    loaded = getattr(module, "__file__", None)
+    if here is None or loaded is None or Path(loaded).resolve() == here:
+        return
+    raise UserError(
+        f"tools {module_name}: a module of that name was already imported from {loaded}, "
+        f"not {here}; give tool modules of different agents different names"
     )
