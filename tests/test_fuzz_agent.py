@@ -102,6 +102,9 @@ class Fuzz:
     agents: dict[str, Agent] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        # an earlier fuzz's event loop has ended, so none of its calls can still arrive
+        LEDGER.executions.clear()
+        LEDGER.finish_reasons.clear()
         model = FunctionModel(self._answer, name="fuzz")
         self.agents = {
             name: Agent(
