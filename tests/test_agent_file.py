@@ -289,5 +289,5 @@ def test_two_agents_tool_modules_of_one_name_are_refused_not_mixed_up(tmp_path: 
         (folder / "script.json").write_text(json.dumps(SCRIPT), encoding="utf-8")
         (folder / "agent.toml").write_text(BASE.replace("{tools}", module), encoding="utf-8")
     Agent.from_file(tmp_path / "one" / "agent.toml", trace_dir=False)
-    with pytest.raises(UserError, match="already imported from .*one"):
+    with pytest.raises(UserError, match=r"already imported from .*one"):
         Agent.from_file(tmp_path / "two" / "agent.toml", trace_dir=False)

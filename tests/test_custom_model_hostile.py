@@ -69,3 +69,27 @@ def test_a_custom_models_exception_naming_a_key_is_redacted(
     assert KEY not in result.to_json()
     assert result.trace is not None
     assert KEY not in Path(result.trace).read_text(encoding="utf-8")
+
+
+def test_a_prompt_and_history_with_lone_surrogates_are_repaired_where_they_enter(
+    tmp_path: Path,
+) -> None:
+    from pi_runtime import UserMessage
+    from pi_runtime.testing import ScriptedModel
+
+    agent = Agent(ScriptedModel([{"text": "ok"}, {"text": "ok"}]), trace_dir=tmp_path)
+    result = agent.run_sync("hi \ud83d", history=[UserMessage(content="earlier \udfff")])
+    assert result.ok
+    assert [m.content for m in result.messages if m.role == "user"] == [
+        "earlier \ufffd",
+        "hi \ufffd",
+    ]
+    result.to_json().encode("utf-8")
+
+
+def test_a_prompt_that_is_not_text_is_a_user_error() -> None:
+    from pi_runtime import UserError
+    from pi_runtime.testing import ScriptedModel
+
+    with pytest.raises(UserError, match="prompt must be a string"):
+        Agent(ScriptedModel([{"text": "ok"}]), trace_dir=False).run_sync(42)  # type: ignore[arg-type]

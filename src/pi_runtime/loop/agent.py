@@ -26,7 +26,7 @@ from ..context import (
 )
 from ..contract import OutputContract
 from ..exceptions import UserError
-from ..messages import Message, StopReason, UserMessage, redact, repair_text
+from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
 from ..observe import (
     Event,
@@ -222,6 +222,8 @@ class Agent:
         if next_tool_choice is None:
             next_tool_choice = self.tool_choice if prompt is not None else "auto"
         self.validate_tool_choice(next_tool_choice)
+        if prompt is not None and not isinstance(prompt, str):
+            raise UserError(f"the prompt must be a string (or None to continue), got {prompt!r}")
         if prompt is None and not history:
             raise UserError("a run needs a prompt or a conversation to continue")
         _check_elapsed(request_elapsed_s, continuing=prompt is None)
@@ -345,12 +347,15 @@ def _check_elapsed(elapsed: float, *, continuing: bool) -> None:
 
 def _first_state(history: Sequence[Message], prompt: str | None, tool_choice: str) -> RunState:
     """A new request starts at OBSERVE with fresh guards; a continuation starts at REFLECT
-    with the guard state its request's earlier runs left in the conversation."""
+    with the guard state its request's earlier runs left in the conversation.
+
+    The caller's text enters the run here, so lone surrogates in it are repaired here."""
+    history = tuple(repair_fields(m) for m in history)
     turns = sum(1 for m in history if m.role == "assistant")
     if prompt is not None:
         return RunState(
             messages=tuple(history),
-            pending=(UserMessage(content=prompt),),
+            pending=(UserMessage(content=repair_text(prompt)),),
             anchor=request_anchor(history),
             next_tool_choice=tool_choice,
             turns=turns,
