@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pi_runtime.bench import qrp as bench
-from pi_runtime.data.qrp1 import parse
+from pi_runtime.qrp1 import parse
 
 PI = Path(sys.executable).parent / "pi"
 ROW_FIELDS = {"case", "rows", "json_bytes", "qrp_bytes", "json_tokens", "qrp_tokens"}

@@ -1,7 +1,7 @@
 """The layering rule: a module imports only Pi modules of its own layer or a lower one.
 
 Layers bottom-up as implemented (observe sits below loop on purpose: the loop emits its
-events into traces). `exceptions` is importable by every layer; the surfaces and the
+events into traces; `qrp1` is a pure codec, low so that tools can encode results with it). `exceptions` is importable by every layer; the surfaces and the
 top-level package may import anything. Imports are read with `ast`, so lazy imports
 inside functions and `TYPE_CHECKING` blocks count too.
 """
@@ -21,6 +21,7 @@ SURFACE = 10
 LAYERS: dict[str, int] = {
     "exceptions": 0,
     "messages": 1,
+    "qrp1": 1,
     "models": 2,
     "tools": 3,
     "context": 4,

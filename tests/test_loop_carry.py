@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_runtime.loop.canonical import action_hash, text_hash
+from pi_runtime.messages.canonical import action_hash, text_hash
 from pi_runtime.loop.carry import KEEP, Carry, carry, request_anchor
 from pi_runtime.messages import (
     AssistantMessage,

@@ -16,7 +16,7 @@ import pytest
 from pi_runtime import Agent, ModelRequest, ToolError, ToolResultMessage
 from pi_runtime.data.memory import MemoryDataStore
 from pi_runtime.data.plane import DataPlane
-from pi_runtime.data.qrp1 import decode, parse
+from pi_runtime.qrp1 import decode, parse
 from pi_runtime.durable import open_store
 from pi_runtime.observe.trace import read_trace
 from pi_runtime.testing import FunctionModel

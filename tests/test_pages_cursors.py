@@ -29,7 +29,7 @@ from pi_runtime.data.cursor import (
 from pi_runtime.data.memory import MemoryDataStore
 from pi_runtime.data.pages import Page
 from pi_runtime.data.plane import DataPlane, Published
-from pi_runtime.data.qrp1 import decode, parse
+from pi_runtime.qrp1 import decode, parse
 from pi_runtime.data.storage import DataStore
 from pi_runtime.durable import JobRecord, Store
 

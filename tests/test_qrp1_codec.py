@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pi_runtime.data.qrp1 import (
+from pi_runtime.qrp1 import (
     PageInfo,
     QRPDecodeError,
     QRPEncodeError,
@@ -23,8 +23,8 @@ from pi_runtime.data.qrp1 import (
     encode,
     parse,
 )
-from pi_runtime.data.qrp1.escape import json_text
-from pi_runtime.data.qrp1.timefmt import TimeFormat, from_ms
+from pi_runtime.qrp1.escape import json_text
+from pi_runtime.qrp1.timefmt import TimeFormat, from_ms
 
 # ---------------------------------------------------------------- helpers
 

@@ -27,7 +27,7 @@ import pytest
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from pi_runtime.data.qrp1 import decode
+from pi_runtime.qrp1 import decode
 from pi_runtime.durable import JobRecord, Store, open_store
 from pi_runtime.durable.executor import execute_job
 from pi_runtime.durable.recipe import Recipe, import_tools

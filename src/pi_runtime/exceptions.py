@@ -12,7 +12,7 @@ Hierarchy::
         └── SecurityViolation     the run stops with `security` and an audit event
 
 Elsewhere, kept beside the code that raises them (each a `PiError`):
-`data.qrp1.QRPError` (→ `QRPEncodeError`, `QRPDecodeError`; also `ValueError`) and
+`qrp1.QRPError` (→ `QRPEncodeError`, `QRPDecodeError`; also `ValueError`) and
 `durable.errors.StoreError` (→ `NotFound`, `Conflict`, `LeaseLost`, `StoreUnavailable`).
 
 Tools may also raise plain exceptions: the runtime classifies them (`TimeoutError`,

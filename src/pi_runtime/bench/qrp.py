@@ -26,10 +26,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..context import count_tokens
-from ..data.qrp1 import PageInfo, decode, encode
-from ..data.qrp1.columns import Column
-from ..data.qrp1.header import Header, format_header
-from ..data.qrp1.rows import write_rows
+from ..qrp1 import PageInfo, decode, encode
+from ..qrp1.columns import Column
+from ..qrp1.header import Header, format_header
+from ..qrp1.rows import write_rows
 
 KLINE_ROWS = (1, 500, 5_000, 10_000)
 PAGE_ROWS = 500

@@ -9,8 +9,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from ..data.qrp1 import KINDS, QRPError, decode, encode
-from ..data.qrp1.escape import json_text
+from ..qrp1 import KINDS, QRPError, decode, encode
+from ..qrp1.escape import json_text
 from ._console import fail
 
 KindOption = Enum("KindOption", {kind: kind for kind in KINDS}, type=str)  # type: ignore[misc]

@@ -9,7 +9,7 @@ from .cursor import CursorSigner
 from .memory import MemoryDataStore
 from .pages import Page, Pager
 from .plane import DataPlane, Published
-from .qrp1 import (
+from ..qrp1 import (
     Header,
     PageInfo,
     QRPDecodeError,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ToolError
-from ..loop.canonical import canonical_json
+from ..messages.canonical import canonical_json
 
 __all__ = [
     "CURSOR_EXPIRED",

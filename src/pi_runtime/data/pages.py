@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import ToolError
-from ..loop.canonical import canonical_json
+from ..messages.canonical import canonical_json
 from .cursor import (
     CURSOR_EXPIRED,
     CURSOR_FORBIDDEN,
@@ -30,8 +30,8 @@ from .cursor import (
     cursor_error,
 )
 from .layout import REF_KEY, PagePlan, split_sizes
-from .qrp1 import Kind, decode
-from .qrp1.header import format_header, parse_header
+from ..qrp1 import Kind, decode
+from ..qrp1.header import format_header, parse_header
 from .refs import REFERENCE_EXPIRED, REFERENCE_FORBIDDEN, reference_error
 from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 

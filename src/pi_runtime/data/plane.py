@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .pages import DEFAULT_PAGE_BYTES, DEFAULT_RETENTION_S, Page, Pager, check_task
-from .qrp1 import Kind
+from ..qrp1 import Kind
 from .refs import Reference, References, Resolved
 from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 

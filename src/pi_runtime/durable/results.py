@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..data.qrp1 import QRPEncodeError, encode
+from ..qrp1 import QRPEncodeError, encode
 from ..messages import ToolErrorInfo, ToolResultMessage
 from ..tools import encode_result, truncate_result
 from .records import OutboxEvent

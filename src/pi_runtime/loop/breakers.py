@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, UserMessage
 from ..tools import ToolOutcome
-from .canonical import action_hash
+from ..messages.canonical import action_hash
 from .guards import Limits
 
 TOOL_LIMIT_NOTICE = (

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
-from .canonical import action_hash, text_hash
+from ..messages.canonical import action_hash, text_hash
 
 KEEP = 64
 """How many recent hashes a run keeps: enough for any window, bounded so turns stay O(1)."""

@@ -34,7 +34,7 @@ from ..observe import (
 )
 from ..tools import ToolOutcome
 from .breakers import tool_limit_notice
-from .canonical import action_hash, text_hash
+from ..messages.canonical import action_hash, text_hash
 from .carry import KEEP
 from .guards import Limits, check_guards
 from .state import RunState

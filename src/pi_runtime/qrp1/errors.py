@@ -5,7 +5,7 @@ Both are `ValueError`s, so callers that already catch bad input keep working.
 
 from __future__ import annotations
 
-from ...exceptions import PiError
+from ..exceptions import PiError
 
 __all__ = ["QRPDecodeError", "QRPEncodeError", "QRPError"]
 

@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any
 
-from ..messages import parse_object
+from ._json import parse_object
 
 
 def canonical_value(value: Any) -> Any:
