@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pi_runtime.messages.canonical import action_hash, text_hash
 from pi_runtime.loop.carry import KEEP, Carry, carry, request_anchor
 from pi_runtime.messages import (
     AssistantMessage,
@@ -22,6 +21,7 @@ from pi_runtime.messages import (
     message_to_dict,
     messages_to_list,
 )
+from pi_runtime.messages.canonical import action_hash, text_hash
 
 
 def asks(*calls: tuple[str, str, dict[str, Any]], tokens: int = 10) -> AssistantMessage:

@@ -16,9 +16,9 @@ import pytest
 from pi_runtime import Agent, ModelRequest, ToolError, ToolResultMessage
 from pi_runtime.data.memory import MemoryDataStore
 from pi_runtime.data.plane import DataPlane
-from pi_runtime.qrp1 import decode, parse
 from pi_runtime.durable import open_store
 from pi_runtime.observe.trace import read_trace
+from pi_runtime.qrp1 import decode, parse
 from pi_runtime.testing import FunctionModel
 
 REPO = Path(__file__).resolve().parents[1]

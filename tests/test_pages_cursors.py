@@ -29,9 +29,9 @@ from pi_runtime.data.cursor import (
 from pi_runtime.data.memory import MemoryDataStore
 from pi_runtime.data.pages import Page
 from pi_runtime.data.plane import DataPlane, Published
-from pi_runtime.qrp1 import decode, parse
 from pi_runtime.data.storage import DataStore
 from pi_runtime.durable import JobRecord, Store
+from pi_runtime.qrp1 import decode, parse
 
 BARS = klines(1_200)
 QUERY = {"symbol": "BNBUSDT", "interval": "1h", "start": "2026-09-08T00:00:00Z", "fast": 20}

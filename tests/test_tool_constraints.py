@@ -25,8 +25,8 @@ from jsonschema import Draft202012Validator
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from pi_runtime import Agent, ToolCall, ToolError, ToolResultMessage, UserError, tool
-from pi_runtime.messages.canonical import action_hash
 from pi_runtime.messages import has_surrogates, parse_object
+from pi_runtime.messages.canonical import action_hash
 from pi_runtime.testing import ScriptedModel
 from pi_runtime.tools import Gate, ToolOutcome, ToolSpec, encode_result, idempotency_key
 

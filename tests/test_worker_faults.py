@@ -27,13 +27,13 @@ import pytest
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
-from pi_runtime.qrp1 import decode
 from pi_runtime.durable import JobRecord, Store, open_store
 from pi_runtime.durable.executor import execute_job
 from pi_runtime.durable.recipe import Recipe, import_tools
 from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
+from pi_runtime.qrp1 import decode
 
 PI = Path(sys.executable).parent / "pi"
 REPO = Path(__file__).resolve().parents[1]

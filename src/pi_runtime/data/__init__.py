@@ -5,10 +5,6 @@ the model must read comes in byte-limited QRP1 pages with HMAC-signed cursors.""
 
 from __future__ import annotations
 
-from .cursor import CursorSigner
-from .memory import MemoryDataStore
-from .pages import Page, Pager
-from .plane import DataPlane, Published
 from ..qrp1 import (
     Header,
     PageInfo,
@@ -20,6 +16,10 @@ from ..qrp1 import (
     encode,
     parse,
 )
+from .cursor import CursorSigner
+from .memory import MemoryDataStore
+from .pages import Page, Pager
+from .plane import DataPlane, Published
 from .refs import Reference, References, Resolved
 from .storage import DataStore
 

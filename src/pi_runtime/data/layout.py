@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .cursor import MAX_CURSOR_LENGTH, MAX_SNAPSHOT_ID
 from ..qrp1 import Kind, PageInfo, choose_kind, encode
 from ..qrp1.header import parse_header
+from .cursor import MAX_CURSOR_LENGTH, MAX_SNAPSHOT_ID
 from .refs import MAX_REFERENCE_LENGTH
 
 __all__ = ["REF_KEY", "PagePlan", "split_sizes"]

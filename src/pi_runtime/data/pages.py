@@ -18,6 +18,8 @@ from typing import Any
 
 from ..exceptions import ToolError
 from ..messages.canonical import canonical_json
+from ..qrp1 import Kind, decode
+from ..qrp1.header import format_header, parse_header
 from .cursor import (
     CURSOR_EXPIRED,
     CURSOR_FORBIDDEN,
@@ -30,8 +32,6 @@ from .cursor import (
     cursor_error,
 )
 from .layout import REF_KEY, PagePlan, split_sizes
-from ..qrp1 import Kind, decode
-from ..qrp1.header import format_header, parse_header
 from .refs import REFERENCE_EXPIRED, REFERENCE_FORBIDDEN, reference_error
 from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 

@@ -15,8 +15,8 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .pages import DEFAULT_PAGE_BYTES, DEFAULT_RETENTION_S, Page, Pager, check_task
 from ..qrp1 import Kind
+from .pages import DEFAULT_PAGE_BYTES, DEFAULT_RETENTION_S, Page, Pager, check_task
 from .refs import Reference, References, Resolved
 from .storage import Clock, DataStore, SnapshotRecord, TaskState, utc_now
 

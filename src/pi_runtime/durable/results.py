@@ -11,8 +11,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..qrp1 import QRPEncodeError, encode
 from ..messages import ToolErrorInfo, ToolResultMessage
+from ..qrp1 import QRPEncodeError, encode
 from ..tools import encode_result, truncate_result
 from .records import OutboxEvent
 

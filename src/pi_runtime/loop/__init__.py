@@ -1,8 +1,8 @@
 """The loop: the state machine, its guards, the driver and `Agent`."""
 
+from ..messages.canonical import action_hash, canonical_json
 from ._sync import run_blocking
 from .agent import Agent, RunStream
-from ..messages.canonical import action_hash, canonical_json
 from .guards import Limits, detect_loop, detect_no_progress
 from .result import RunResult
 from .state import RunState

@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 
 from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, UserMessage
-from ..tools import ToolOutcome
 from ..messages.canonical import action_hash
+from ..tools import ToolOutcome
 from .guards import Limits
 
 TOOL_LIMIT_NOTICE = (

@@ -21,6 +21,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
+from ..messages.canonical import action_hash, text_hash
 from ..observe import (
     Event,
     GuardTriggered,
@@ -34,7 +35,6 @@ from ..observe import (
 )
 from ..tools import ToolOutcome
 from .breakers import tool_limit_notice
-from ..messages.canonical import action_hash, text_hash
 from .carry import KEEP
 from .guards import Limits, check_guards
 from .state import RunState
