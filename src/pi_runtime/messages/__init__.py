@@ -23,10 +23,20 @@ from ._model import (
 )
 from ._redact import redact, redact_url
 from ._text import has_surrogates, repair_fields, repair_text, repair_value
+from ._tool_error import (
+    TOOL_ERROR_HINTS,
+    ToolErrorKind,
+    error_info_of,
+    error_text,
+    hint_for,
+    tool_error_info,
+    tool_error_result,
+)
 
 __all__ = [
     "MAX_ARGUMENT_DEPTH",
     "STOP_STATUS",
+    "TOOL_ERROR_HINTS",
     "AssistantMessage",
     "Block",
     "FinishReason",
@@ -38,13 +48,17 @@ __all__ = [
     "ThinkingBlock",
     "ToolCall",
     "ToolErrorInfo",
+    "ToolErrorKind",
     "ToolResultMessage",
     "Usage",
     "UserMessage",
     "UserOrigin",
     "depth_within",
+    "error_info_of",
+    "error_text",
     "find_non_finite",
     "has_surrogates",
+    "hint_for",
     "json_line",
     "json_path",
     "message_from_dict",
@@ -58,4 +72,6 @@ __all__ = [
     "repair_fields",
     "repair_text",
     "repair_value",
+    "tool_error_info",
+    "tool_error_result",
 ]

@@ -1,7 +1,9 @@
-"""Tools: `@tool` specs, the error classifier, and the gate every call passes."""
+"""Tools: `@tool` specs, the error classifier, the gate every call passes, and the one
+`execute` that runs a call inline or as a background job."""
 
 from .classify import ErrorClass, classify
-from .gate import Attempt, Gate, Launcher, ToolOutcome, idempotency_key
+from .execute import Attempt, Execution, backoff, call_key, execute, idempotency_key
+from .gate import Gate, Launcher, ToolOutcome
 from .results import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, tool
 
@@ -10,12 +12,16 @@ __all__ = [
     "SESSION_PARAM",
     "Attempt",
     "ErrorClass",
+    "Execution",
     "Gate",
     "Launcher",
     "ToolOutcome",
     "ToolSpec",
+    "backoff",
+    "call_key",
     "classify",
     "encode_result",
+    "execute",
     "idempotency_key",
     "tool",
     "truncate_result",

@@ -19,8 +19,7 @@ from jsonschema import ValidationError as SchemaError
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from ..messages import json_path, parse_object
-from .classify import hint_for
+from ..messages import hint_for, json_path, parse_object
 from .spec import ToolSpec
 
 MAX_REPORTED_ERRORS = 8

@@ -19,24 +19,11 @@ from ..exceptions import (
     TransientError,
     UnrecoverableError,
 )
-from ..messages import ToolErrorInfo, redact, repair_text
+from ..messages import ToolErrorInfo, ToolErrorKind, redact, repair_text, tool_error_info
+
+K = ToolErrorKind
 
 ErrorClass: TypeAlias = Literal["semantic", "transient", "unrecoverable", "security"]
-
-_HINTS = {
-    "timeout": "The tool took too long. Try a smaller scope or fewer items.",
-    "transient": "A temporary failure persisted after retries. Try again later or another way.",
-    "not_found": "Nothing matched. Check the identifiers, or search before fetching.",
-    "invalid_arguments": "Fix the arguments to match the tool's schema and call again.",
-    "permission_denied": "This action is not allowed here. Do not retry it; tell the user.",
-    "tool_error": "The tool failed. Read the message, change the arguments or approach.",
-    "unrecoverable": "The tool cannot work right now; the run stops.",
-    "security": "The request was refused for security reasons; the run stops.",
-}
-
-
-def hint_for(kind: str) -> str:
-    return _HINTS.get(kind, _HINTS["tool_error"])
 
 
 def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
@@ -64,34 +51,20 @@ def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
             cls = "transient"
         else:
             cls = "semantic"
-        return cls, ToolErrorInfo(
-            kind=exc.kind, message=exc.message, hint=exc.hint or hint_for(exc.kind)
-        )
+        return cls, tool_error_info(exc.kind, exc.message, exc.hint)
     message = str(exc) or type(exc).__name__
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "transient", ToolErrorInfo(kind="timeout", message=message, hint=hint_for("timeout"))
+        return "transient", tool_error_info(K.TIMEOUT, message)
     if isinstance(exc, ConnectionError):
-        return "transient", ToolErrorInfo(
-            kind="transient", message=message, hint=hint_for("transient")
-        )
+        return "transient", tool_error_info(K.TRANSIENT, message)
     if isinstance(exc, PermissionError):
-        return "semantic", ToolErrorInfo(
-            kind="permission_denied", message=message, hint=hint_for("permission_denied")
-        )
+        return "semantic", tool_error_info(K.PERMISSION_DENIED, message)
     if isinstance(exc, LookupError | FileNotFoundError):
         if isinstance(exc, KeyError) and exc.args:
             message = f"not found: {exc.args[0]!r}"
-        return "semantic", ToolErrorInfo(
-            kind="not_found", message=message, hint=hint_for("not_found")
-        )
+        return "semantic", tool_error_info(K.NOT_FOUND, message)
     if isinstance(exc, ValueError | TypeError):
-        return "semantic", ToolErrorInfo(
-            kind="invalid_arguments", message=message, hint=hint_for("invalid_arguments")
-        )
+        return "semantic", tool_error_info(K.INVALID_ARGUMENTS, message)
     if isinstance(exc, MemoryError):
-        return "unrecoverable", ToolErrorInfo(
-            kind="unrecoverable", message="out of memory", hint=hint_for("unrecoverable")
-        )
-    return "semantic", ToolErrorInfo(
-        kind="tool_error", message=f"{type(exc).__name__}: {message}", hint=hint_for("tool_error")
-    )
+        return "unrecoverable", tool_error_info(K.UNRECOVERABLE, "out of memory")
+    return "semantic", tool_error_info(K.TOOL_ERROR, f"{type(exc).__name__}: {message}")

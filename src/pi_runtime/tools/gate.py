@@ -10,41 +10,32 @@ bad JSON. Every outcome is a tool-result message; nothing raises.
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
 import random
-import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, redact, repair_text
+from ..messages import (
+    ToolCall,
+    ToolErrorKind,
+    ToolResultMessage,
+    redact,
+    repair_text,
+    tool_error_info,
+    tool_error_result,
+)
 from .arguments import BadArguments, check_arguments
-from .classify import ErrorClass, classify, hint_for
+from .classify import ErrorClass
+from .execute import Attempt, call_key, execute
 from .results import encode_result, truncate_result
-from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
+from .spec import ToolSpec
+
+K = ToolErrorKind
 
 Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[str]]
 """(call, tool, JSON arguments, idempotency key) → job id of the started job."""
-
-
-def idempotency_key(session_id: str, tool_call_id: str) -> str:
-    """Stable key for one tool call of one session: the same across retries and restarts."""
-    seed = repair_text(f"{session_id}\x1f{tool_call_id}")  # ids come from outside
-    return f"pi-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Attempt:
-    """One execution attempt of a tool call."""
-
-    number: int
-    duration_ms: float
-    error_class: ErrorClass | None = None
-    error: ToolErrorInfo | None = None
-    retry_in_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,39 +108,35 @@ class Gate:
             names = ", ".join(sorted(self.allowed)) or "(none)"
             return self._refuse(
                 call,
-                "unknown_tool",
+                K.UNKNOWN_TOOL,
                 f"There is no tool named {call.name!r}. Available tools: {names}.",
-                "Call one of the available tools by its exact name.",
             )
         if call.name not in self.allowed:
             return self._refuse(
                 call,
-                "permission_denied",
+                K.PERMISSION_DENIED,
                 f"Tool {call.name!r} is not allowed for this agent.",
-                hint_for("permission_denied"),
             )
         if call.truncated:
             return self._refuse(
                 call,
-                "truncated_call",
+                K.TRUNCATED_CALL,
                 "This call was cut off by the output limit before its arguments were complete; it was not executed.",
-                "Call again with shorter arguments, or pass large data by reference.",
             )
         raw = repair_text(call.raw)  # an adapter may pass on half of a split pair
         size = len(raw.encode())
         if size > spec.max_arg_bytes:
             return self._refuse(
                 call,
-                "arguments_too_large",
+                K.ARGUMENTS_TOO_LARGE,
                 f"Arguments are {size} bytes; {call.name!r} accepts at most {spec.max_arg_bytes}.",
-                "Send less data: pass a reference or an identifier instead of the content.",
             )
         # The raw text is the truth: parse it here, whatever an adapter pre-parsed.
         checked = check_arguments(spec, self._validators[spec.name], raw)
         if isinstance(checked, BadArguments):
-            return self._refuse(call, "invalid_arguments", checked.message, checked.hint)
+            return self._refuse(call, K.INVALID_ARGUMENTS, checked.message, checked.hint)
         arguments, kwargs = checked.arguments, checked.kwargs
-        key = None if spec.idempotent else idempotency_key(self.session_id, call.id)
+        key = call_key(spec, self.session_id, call.id)
         if spec.background and self.launcher is not None:
             job_id = await self.launcher(call, spec, arguments, key)
             return ToolOutcome(
@@ -160,103 +147,41 @@ class Gate:
                 idempotency_key=key,
                 job_id=job_id,
             )
-        if spec.takes_idempotency_key:
-            kwargs[IDEMPOTENCY_PARAM] = key
-        if spec.takes_session_id:
-            kwargs[SESSION_PARAM] = self.session_id
-        return await self._execute(spec, call, kwargs, key)
-
-    async def _execute(
-        self, spec: ToolSpec, call: ToolCall, kwargs: dict[str, Any], key: str | None
-    ) -> ToolOutcome:
-        attempts: list[Attempt] = []
-        number = 0
-        while True:
-            number += 1
-            started = time.perf_counter()
-            try:
-                # encoding is inside: a result that cannot be encoded is the tool's failure
-                text = encode_result(await _invoke(spec, kwargs))
-            except Exception as exc:
-                elapsed = (time.perf_counter() - started) * 1000
-                if (
-                    isinstance(exc, TimeoutError)
-                    and spec.timeout_s is not None
-                    and elapsed >= spec.timeout_s * 1000 * 0.99
-                ):
-                    exc = TimeoutError(f"{call.name!r} did not finish within {spec.timeout_s:g}s")
-                cls, info = classify(exc)
-                retry = cls == "transient" and number <= spec.retries
-                delay = self._backoff(number) if retry else None
-                attempts.append(
-                    Attempt(
-                        number=number,
-                        duration_ms=elapsed,
-                        error_class=cls,
-                        error=info,
-                        retry_in_ms=None if delay is None else delay * 1000,
-                    )
-                )
-                if retry and delay is not None:
-                    await asyncio.sleep(delay)
-                    continue
-                message = ToolResultMessage(
-                    tool_call_id=call.id,
-                    name=call.name,
-                    content=_error_text(info),
-                    is_error=True,
-                    error=info,
-                )
-                return ToolOutcome(
-                    call=call,
-                    message=message,
-                    error_class=cls,
-                    executed=True,
-                    attempts=tuple(attempts),
-                    idempotency_key=key,
-                )
-            elapsed = (time.perf_counter() - started) * 1000
-            attempts.append(Attempt(number=number, duration_ms=elapsed))
-            text, total, cut = truncate_result(text, spec.max_result_bytes)
-            message = ToolResultMessage(tool_call_id=call.id, name=call.name, content=text)
+        done = await execute(
+            spec,
+            kwargs,
+            key=key,
+            session_id=self.session_id,
+            convert=encode_result,  # a result that cannot be encoded is the tool's failure
+            retry_base_s=self.retry_base_s,
+            retry_max_s=self.retry_max_s,
+            rng=self._rng,
+        )
+        if done.error is not None:
             return ToolOutcome(
                 call=call,
-                message=message,
-                error_class=None,
+                message=tool_error_result(call.id, call.name, done.error),
+                error_class=done.error_class,
                 executed=True,
-                attempts=tuple(attempts),
+                attempts=done.attempts,
                 idempotency_key=key,
-                result_bytes=total,
-                result_truncated=cut,
             )
-
-    def _backoff(self, attempt: int) -> float:
-        """Exponential backoff with jitter: half fixed, half random ("equal jitter")."""
-        ceiling = min(self.retry_max_s, self.retry_base_s * 2.0 ** (attempt - 1))
-        return ceiling / 2 + self._rng.uniform(0, ceiling / 2)
-
-    def _refuse(self, call: ToolCall, kind: str, message: str, hint: str) -> ToolOutcome:
-        # schema errors quote the arguments, which may quote what the model was shown
-        info = ToolErrorInfo(kind=kind, message=redact(repair_text(message)), hint=hint)
-        result = ToolResultMessage(
-            tool_call_id=call.id,
-            name=call.name,
-            content=_error_text(info),
-            is_error=True,
-            error=info,
+        text, total, cut = truncate_result(done.value, spec.max_result_bytes)
+        return ToolOutcome(
+            call=call,
+            message=ToolResultMessage(tool_call_id=call.id, name=call.name, content=text),
+            error_class=None,
+            executed=True,
+            attempts=done.attempts,
+            idempotency_key=key,
+            result_bytes=total,
+            result_truncated=cut,
         )
+
+    def _refuse(
+        self, call: ToolCall, kind: ToolErrorKind, message: str, hint: str | None = None
+    ) -> ToolOutcome:
+        # schema errors quote the arguments, which may quote what the model was shown
+        info = tool_error_info(kind, redact(repair_text(message)), hint)
+        result = tool_error_result(call.id, call.name, info)
         return ToolOutcome(call=call, message=result, error_class="semantic", executed=False)
-
-
-def _error_text(info: ToolErrorInfo) -> str:
-    return json.dumps(
-        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
-    )
-
-
-async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
-    # Sync tools run in a worker thread so a slow one cannot stall the event loop.
-    work = spec.function(**kwargs) if spec.is_async else asyncio.to_thread(spec.function, **kwargs)
-    if spec.timeout_s is None:
-        return await work
-    return await asyncio.wait_for(work, spec.timeout_s)

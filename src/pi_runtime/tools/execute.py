@@ -1,0 +1,180 @@
+"""Running a checked tool call: the one path for inline calls and background jobs alike.
+
+`execute` injects the runtime parameters (idempotency key, session id), runs the tool
+under its timeout, classifies what it raised and retries transient failures with
+`backoff`. A sync tool runs in a daemon thread of its own, so a stuck one neither stalls
+the event loop nor holds a process that must exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import hashlib
+import random
+import threading
+import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from ..messages import ToolErrorInfo, repair_text
+from .classify import ErrorClass, classify
+from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
+
+T = TypeVar("T")
+
+
+def idempotency_key(session_id: str, tool_call_id: str) -> str:
+    """Stable key for one tool call of one session: the same across retries and restarts."""
+    seed = repair_text(f"{session_id}\x1f{tool_call_id}")  # ids come from outside
+    return f"pi-{hashlib.sha256(seed.encode()).hexdigest()[:40]}"
+
+
+def call_key(spec: ToolSpec, session_id: str, tool_call_id: str) -> str | None:
+    """The idempotency key a call of `spec` gets: none for a tool that is idempotent."""
+    return None if spec.idempotent else idempotency_key(session_id, tool_call_id)
+
+
+def backoff(
+    attempt: int, *, base_s: float, max_s: float = 8.0, rng: random.Random | None = None
+) -> float:
+    """Seconds to wait before retry `attempt` (1-based): exponential with "equal jitter",
+    half fixed and half random, capped at `max_s`."""
+    ceiling = min(max_s, base_s * 2.0 ** (attempt - 1))
+    return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attempt:
+    """One execution attempt of a tool call."""
+
+    number: int
+    duration_ms: float
+    error_class: ErrorClass | None = None
+    error: ToolErrorInfo | None = None
+    retry_in_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Execution:
+    """How a call ended: its (converted) value, or the error of its last attempt."""
+
+    value: Any = None
+    error: ToolErrorInfo | None = None
+    error_class: ErrorClass | None = None
+    attempts: tuple[Attempt, ...] = ()
+
+
+async def execute(
+    spec: ToolSpec,
+    kwargs: dict[str, Any],
+    *,
+    key: str | None,
+    session_id: str | None,
+    convert: Callable[[Any], Any] | None = None,
+    scope: Callable[[], AbstractContextManager[Any]] | None = None,
+    passthrough: tuple[type[BaseException], ...] = (),
+    retry_base_s: float = 0.25,
+    retry_max_s: float = 8.0,
+    rng: random.Random | None = None,
+) -> Execution:
+    """Run `spec` with checked `kwargs` until it succeeds or a failure is final.
+
+    Args:
+        key, session_id: injected when the tool declares those parameters.
+        convert: applied to the value inside the attempt: a value that cannot be
+            converted is the tool's failure (classified like one it raised).
+        scope: entered around each attempt (a job's checkpoint scope).
+        passthrough: exceptions that are not the tool's to report; they propagate.
+    """
+    kwargs = dict(kwargs)
+    if spec.takes_idempotency_key:
+        kwargs[IDEMPOTENCY_PARAM] = key
+    if spec.takes_session_id:
+        kwargs[SESSION_PARAM] = session_id
+    attempts: list[Attempt] = []
+    number = 0
+    while True:
+        number += 1
+        started = time.perf_counter()
+        try:
+            with scope() if scope is not None else contextlib.nullcontext():
+                value = await _invoke(spec, kwargs)
+            if convert is not None:
+                value = convert(value)
+        except passthrough:
+            raise
+        except Exception as exc:
+            elapsed = (time.perf_counter() - started) * 1000
+            cls, info = classify(exc)
+            retry = cls == "transient" and number <= spec.retries
+            delay = (
+                backoff(number, base_s=retry_base_s, max_s=retry_max_s, rng=rng) if retry else 0.0
+            )
+            attempts.append(
+                Attempt(
+                    number=number,
+                    duration_ms=elapsed,
+                    error_class=cls,
+                    error=info,
+                    retry_in_ms=delay * 1000 if retry else None,
+                )
+            )
+            if retry:
+                await asyncio.sleep(delay)
+                continue
+            return Execution(error=info, error_class=cls, attempts=tuple(attempts))
+        elapsed = (time.perf_counter() - started) * 1000
+        attempts.append(Attempt(number=number, duration_ms=elapsed))
+        return Execution(value=value, attempts=tuple(attempts))
+
+
+class _Deadline(TimeoutError):
+    """The runtime's own timeout, told apart from a `TimeoutError` the tool raised."""
+
+
+async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
+    work = spec.function(**kwargs) if spec.is_async else in_daemon_thread(spec.function, **kwargs)
+    if spec.timeout_s is None:
+        return await work
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=spec.timeout_s)
+    if task in done:
+        return task.result()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s")
+
+
+async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
+    """`function(**kwargs)` in a thread of its own that never delays the process's exit
+    (unlike `asyncio.to_thread`, whose pool is joined at exit): a stuck tool cannot hold
+    a draining worker. The caller's context variables are visible in the thread."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+
+    def target() -> None:
+        try:
+            value = context.run(function, **kwargs)
+        except BaseException as exc:  # delivered to the awaiting task, whatever it is
+            outcome: tuple[Any, BaseException | None] = (None, exc)
+        else:
+            outcome = (value, None)
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
+            loop.call_soon_threadsafe(settle, *outcome)
+
+    threading.Thread(target=target, name="pi-tool", daemon=True).start()
+    return await future
