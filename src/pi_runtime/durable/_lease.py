@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
-import threading
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
@@ -69,33 +67,3 @@ class Heartbeat:
         self.lost = True
         if self._on_lost is not None:
             self._on_lost()
-
-
-async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
-    """`function(**kwargs)` in a thread of its own that never delays the process's exit
-    (unlike `asyncio.to_thread`, whose pool is joined at exit): a stuck tool cannot hold
-    a draining worker. The caller's context variables are visible in the thread."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()
-
-    def settle(value: Any, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(value)
-
-    def target() -> None:
-        try:
-            value = context.run(function, **kwargs)
-        except BaseException as exc:  # delivered to the awaiting task, whatever it is
-            outcome: tuple[Any, BaseException | None] = (None, exc)
-        else:
-            outcome = (value, None)
-        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
-            loop.call_soon_threadsafe(settle, *outcome)
-
-    threading.Thread(target=target, name="pi-tool", daemon=True).start()
-    return await future
