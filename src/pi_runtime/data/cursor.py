@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import ToolError
+from ..messages import ToolErrorKind, hint_for
 from ..messages.canonical import canonical_json
 
 __all__ = [
@@ -42,10 +43,10 @@ __all__ = [
 ]
 
 # Stable error kinds the model reads (wire names: never renamed).
-CURSOR_INVALID = "cursor_invalid"
-CURSOR_EXPIRED = "cursor_expired"
-CURSOR_MISMATCH = "cursor_mismatch"
-CURSOR_FORBIDDEN = "cursor_forbidden"
+CURSOR_INVALID = ToolErrorKind.CURSOR_INVALID
+CURSOR_EXPIRED = ToolErrorKind.CURSOR_EXPIRED
+CURSOR_MISMATCH = ToolErrorKind.CURSOR_MISMATCH
+CURSOR_FORBIDDEN = ToolErrorKind.CURSOR_FORBIDDEN
 
 CURSOR_PREFIX = "c1."
 KEY_NAME = "data-cursor-v1"
@@ -57,20 +58,10 @@ _DOMAIN = b"pi-cursor-v1\x00"  # keeps this key's tags apart from any other use 
 _SNAPSHOT_ID = re.compile(rf"[A-Za-z0-9._-]{{1,{MAX_SNAPSHOT_ID}}}")
 _BODY = re.compile(r"[A-Za-z0-9_-]+")
 
-_HINTS = {
-    CURSOR_INVALID: "Pass the cursor exactly as the previous page gave it (its `next`), "
-    "or start again without a cursor.",
-    CURSOR_EXPIRED: "The result's retention ended. Run the query again without a cursor "
-    "(it reads the data as it is now).",
-    CURSOR_MISMATCH: "A cursor continues the query it came from: repeat that query's "
-    "arguments unchanged, or drop the cursor to start this query from its first page.",
-    CURSOR_FORBIDDEN: "This cursor belongs to someone else's result; do not use it.",
-}
 
-
-def cursor_error(kind: str, message: str) -> ToolError:
+def cursor_error(kind: ToolErrorKind, message: str) -> ToolError:
     """The error a model reads for a refused cursor: `{kind, message, hint}`."""
-    return ToolError(message, kind=kind, hint=_HINTS[kind])
+    return ToolError(message, kind=kind, hint=hint_for(kind))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import ToolError
+from ..messages import ToolErrorKind, hint_for
 from ..messages.canonical import canonical_json
 from ..qrp1 import Kind, decode
 from ..qrp1.header import format_header, parse_header
@@ -49,9 +50,9 @@ DEFAULT_PAGE_BYTES = 8_000
 DEFAULT_RETENTION_S = 3600.0
 
 TASK_ERROR_KINDS = {
-    "failed": "task_failed",
-    "cancelled": "task_cancelled",
-    "outcome_unknown": "outcome_unknown",
+    "failed": ToolErrorKind.TASK_FAILED,
+    "cancelled": ToolErrorKind.TASK_CANCELLED,
+    "outcome_unknown": ToolErrorKind.OUTCOME_UNKNOWN,
 }
 """A task's terminal failure status → the error kind the model reads."""
 
@@ -90,9 +91,7 @@ def check_task(task: TaskState | None) -> None:
     what = f"task {task.id} {verb} ({cause}): {reason}"
     if task.status == "outcome_unknown":
         what = f"task {task.id} was interrupted: whether its effect happened is unknown"
-    hint = str(error.get("hint") or "") or (
-        "Fix the arguments or the approach and start the task again; it has no result pages."
-    )
+    hint = str(error.get("hint") or "") or hint_for(ToolErrorKind.TASK_FAILED)
     raise ToolError(what, kind=TASK_ERROR_KINDS[task.status], hint=hint)
 
 

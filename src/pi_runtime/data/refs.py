@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import ToolError
+from ..messages import ToolErrorKind, hint_for
 from .storage import Clock, DataStore, SnapshotRecord, utc_now
 
 __all__ = [
@@ -41,11 +42,11 @@ __all__ = [
     "reference_error",
 ]
 
-REFERENCE_INVALID = "reference_invalid"
-REFERENCE_NOT_FOUND = "reference_not_found"
-REFERENCE_FORBIDDEN = "reference_forbidden"
-REFERENCE_EXPIRED = "reference_expired"
-REFERENCE_MISMATCH = "reference_mismatch"
+REFERENCE_INVALID = ToolErrorKind.REFERENCE_INVALID
+REFERENCE_NOT_FOUND = ToolErrorKind.REFERENCE_NOT_FOUND
+REFERENCE_FORBIDDEN = ToolErrorKind.REFERENCE_FORBIDDEN
+REFERENCE_EXPIRED = ToolErrorKind.REFERENCE_EXPIRED
+REFERENCE_MISMATCH = ToolErrorKind.REFERENCE_MISMATCH
 
 REF_PREFIX = "ref:"
 _MAX_ID = 64
@@ -53,20 +54,10 @@ _ID = re.compile(rf"[A-Za-z0-9._-]{{1,{_MAX_ID}}}")
 MAX_REFERENCE_LENGTH = len(REF_PREFIX) + _MAX_ID
 DEFAULT_REFERENCE_TTL_S = 3600.0
 
-_HINTS = {
-    REFERENCE_INVALID: "Pass a reference exactly as a tool returned it, e.g. ref:ref-0a1b2c3d.",
-    REFERENCE_NOT_FOUND: "Use a reference a tool returned in this conversation; an expired "
-    "one may have been purged. Run the producing tool again for a new one.",
-    REFERENCE_FORBIDDEN: "This reference belongs to someone else; do not use it.",
-    REFERENCE_EXPIRED: "The referenced data is no longer kept. Run the tool that produced "
-    "it again (it reads the data as it is now) and use the new reference.",
-    REFERENCE_MISMATCH: "Pass a reference of the kind this tool takes (see its description).",
-}
 
-
-def reference_error(kind: str, message: str) -> ToolError:
+def reference_error(kind: ToolErrorKind, message: str) -> ToolError:
     """The error a model reads for a refused reference: `{kind, message, hint}`."""
-    return ToolError(message, kind=kind, hint=_HINTS[kind])
+    return ToolError(message, kind=kind, hint=hint_for(kind))
 
 
 def format_reference(ref_id: str) -> str:

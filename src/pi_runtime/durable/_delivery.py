@@ -8,13 +8,17 @@ nothing but the event's own `outcome`.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from sqlalchemy import Row, and_, exists, or_, select
 
 from ..exceptions import UserError
-from ..messages import ToolErrorInfo, ToolResultMessage
+from ..messages import (
+    ToolErrorKind,
+    ToolResultMessage,
+    tool_error_info,
+    tool_error_result,
+)
 from . import _jobs, _runs, _sessions, _waits
 from . import schema as t
 from ._tx import Tx, check_id, check_lease
@@ -167,14 +171,7 @@ def cancel_session(tx: Tx, session_id: str) -> CancelResult:
 
 def _cancelled_result(tx: Tx, wait: WaitRecord) -> ToolResultMessage:
     job: Row[Any] = tx.conn.execute(select(t.jobs.c.tool).where(t.jobs.c.id == wait.job_id)).one()
-    info = ToolErrorInfo(
-        kind="cancelled",
-        message="the wait for this result was cancelled; it will not be delivered",
-        hint="",
+    info = tool_error_info(
+        ToolErrorKind.CANCELLED, "the wait for this result was cancelled; it will not be delivered"
     )
-    content = json.dumps(
-        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
-    )
-    return ToolResultMessage(
-        tool_call_id=wait.tool_call_id, name=job.tool, content=content, is_error=True, error=info
-    )
+    return tool_error_result(wait.tool_call_id, job.tool, info)

@@ -12,6 +12,7 @@ from sqlalchemy import Row, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..exceptions import UserError
+from ..messages import ToolErrorKind
 from . import _rows
 from . import schema as t
 from ._tx import Tx, check_id, check_json, check_lease, new_id
@@ -20,7 +21,7 @@ from .records import JobRecord
 
 _MAX_SWEEP = 32  # expired rows a claim may settle before giving up for now
 UNKNOWN_OUTCOME = {
-    "kind": "outcome_unknown",
+    "kind": ToolErrorKind.OUTCOME_UNKNOWN.value,
     "message": "the worker running this call stopped before it finished; "
     "whether its side effect happened cannot be confirmed",
     "hint": "check the effect before calling the tool again",
@@ -143,7 +144,7 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
                 continue
             if row.attempts >= row.max_attempts:
                 error = {
-                    "kind": "attempts_exhausted",
+                    "kind": ToolErrorKind.ATTEMPTS_EXHAUSTED.value,
                     "message": f"the job was interrupted {row.attempts} times",
                     "hint": "",
                 }
@@ -189,9 +190,15 @@ def renew_lease(
     return _require(tx, job_id)
 
 
-def complete(tx: Tx, job_id: str, owner: str, result: Any) -> JobRecord:
+def complete(
+    tx: Tx, job_id: str, owner: str, result: Any, max_result_bytes: int | None = None
+) -> JobRecord:
     check_json("job result", result)
-    finish(tx, _held(tx, job_id, owner), "succeeded", result=result)
+    if max_result_bytes is not None and (type(max_result_bytes) is not int or max_result_bytes < 1):
+        raise UserError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
+    finish(
+        tx, _held(tx, job_id, owner), "succeeded", result=result, max_result_bytes=max_result_bytes
+    )
     return _require(tx, job_id)
 
 
@@ -214,7 +221,13 @@ def check_error(error: dict[str, Any]) -> dict[str, Any]:
 
 
 def finish(
-    tx: Tx, job: Row[Any], status: str, *, result: Any = None, error: dict[str, Any] | None = None
+    tx: Tx,
+    job: Row[Any],
+    status: str,
+    *,
+    result: Any = None,
+    error: dict[str, Any] | None = None,
+    max_result_bytes: int | None = None,
 ) -> None:
     """End a job (the caller holds its row) and write its outbox event, together."""
     tx.conn.execute(
@@ -230,13 +243,22 @@ def finish(
             updated_at=tx.now,
         )
     )
-    tx.conn.execute(t.outbox.insert().values(**_event(job.id, status, error, tx)))
+    event = _event(job.id, status, error, tx, max_result_bytes)
+    tx.conn.execute(t.outbox.insert().values(**event))
 
 
-def _event(job_id: str, status: str, error: dict[str, Any] | None, tx: Tx) -> dict[str, Any]:
+def _event(
+    job_id: str,
+    status: str,
+    error: dict[str, Any] | None,
+    tx: Tx,
+    max_result_bytes: int | None = None,
+) -> dict[str, Any]:
     payload: dict[str, Any] = {"status": status}
     if error is not None:
         payload["error"] = error
+    if max_result_bytes is not None:
+        payload["max_result_bytes"] = max_result_bytes
     return {
         "job_id": job_id,
         "kind": "completed" if status == "succeeded" else "failed",
@@ -261,7 +283,11 @@ def cancel_queued(tx: Tx, session_id: str) -> list[str]:
             select(t.jobs).where(t.jobs.c.session_id == session_id, t.jobs.c.status == "queued")
         )
     ).all()
-    error = {"kind": "cancelled", "message": "the session was cancelled", "hint": ""}
+    error = {
+        "kind": ToolErrorKind.CANCELLED.value,
+        "message": "the session was cancelled",
+        "hint": "",
+    }
     for row in rows:
         finish(tx, row, "cancelled", error=error)
     return [row.id for row in rows]

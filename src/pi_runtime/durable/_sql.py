@@ -246,8 +246,10 @@ class SqlStore:
             lambda tx: _jobs.renew_lease(tx, job_id, owner, lease_s, checkpoint, save=True)
         )
 
-    def complete_job(self, job_id: str, owner: str, result: Any) -> JobRecord:
-        return self._do(lambda tx: _jobs.complete(tx, job_id, owner, result))
+    def complete_job(
+        self, job_id: str, owner: str, result: Any, *, max_result_bytes: int | None = None
+    ) -> JobRecord:
+        return self._do(lambda tx: _jobs.complete(tx, job_id, owner, result, max_result_bytes))
 
     def fail_job(
         self, job_id: str, owner: str, error: dict[str, Any], *, outcome_unknown: bool = False

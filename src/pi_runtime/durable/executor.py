@@ -84,7 +84,7 @@ async def execute_job(
             log.warning("job %s: attempt abandoned: %s", job.id, exc)
             return "lost"
     if done.error is None:
-        return await _complete(store, job, owner, done.value)
+        return await _complete(store, job, owner, spec, done.value)
     if done.error.kind == ToolErrorKind.TIMEOUT and not job.retry_safe:
         # cut off mid-call: whether its side effect happened cannot be confirmed
         unknown = ToolErrorInfo(
@@ -100,10 +100,14 @@ def _key(job: JobRecord, spec: ToolSpec) -> str | None:
     return call_key(spec, "job", job.id)
 
 
-async def _complete(store: Store, job: JobRecord, owner: str, value: Any) -> JobOutcome:
+async def _complete(
+    store: Store, job: JobRecord, owner: str, spec: ToolSpec, value: Any
+) -> JobOutcome:
     result = pydantic_core.to_jsonable_python(value, fallback=str)
     try:
-        await asyncio.to_thread(store.complete_job, job.id, owner, result)
+        await asyncio.to_thread(
+            store.complete_job, job.id, owner, result, max_result_bytes=spec.max_result_bytes
+        )
     except LeaseLost:
         return "lost"
     except UserError as exc:  # not plain JSON (NaN, infinity)

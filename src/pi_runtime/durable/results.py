@@ -1,19 +1,19 @@
 """A finished job as the tool-result message the model reads, under the original call id.
 
-Results are encoded by a pluggable `ResultEncoder`: QRP1 by default (compact, with the
-tool and job in its header), or the JSON text inline calls produce. Failures carry the
-same `{kind, message, hint}` as any tool error.
+Encoding and the byte cap are the tools' one pipeline (`pi_runtime.tools.render_result`),
+so a delivered result reads like an inline one. The encoder is pluggable: QRP1 by default
+(compact, with the tool and job in its header), or the JSON text inline calls produce.
+The cap is the one the tool declared, carried by the job's completion event: delivery
+never imports the tool. Failures carry the same `{kind, message, hint}` as any tool error.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
-from ..messages import ToolErrorInfo, ToolResultMessage
-from ..qrp1 import QRPEncodeError, encode
-from ..tools import encode_result, truncate_result
+from ..messages import ToolResultMessage, error_info_of, tool_error_result
+from ..tools import encode_text, truncate_result
 from .records import OutboxEvent
 
 ResultEncoder = Callable[[Any, str, str], str]
@@ -25,39 +25,30 @@ DEFAULT_MAX_RESULT_BYTES = 16_000
 def qrp1_result(value: Any, tool: str, job_id: str) -> str:
     """QRP1, naming the tool as the source and the job in an `x-job` header key; plain
     JSON text for a value QRP1 does not take."""
-    try:
-        return encode(value, source=tool, extra={"x-job": job_id})
-    except QRPEncodeError:
-        return encode_result(value)
+    return encode_text(value, format="qrp1", source=tool, extra={"x-job": job_id})
 
 
 def json_result(value: Any, tool: str, job_id: str) -> str:
     """The text an inline call of the tool would have produced."""
-    return encode_result(value)
+    return encode_text(value)
 
 
 ENCODERS: dict[str, ResultEncoder] = {"qrp1": qrp1_result, "json": json_result}
 
 
+def max_result_bytes(event: OutboxEvent) -> int:
+    """The cap the tool declared, as its completion event carries it (older events and
+    hand-written ones: the default)."""
+    cap = event.payload.get("max_result_bytes")
+    return cap if type(cap) is int and cap > 0 else DEFAULT_MAX_RESULT_BYTES
+
+
 def result_message(
-    event: OutboxEvent,
-    *,
-    encoder: ResultEncoder = qrp1_result,
-    max_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    event: OutboxEvent, *, encoder: ResultEncoder = qrp1_result
 ) -> ToolResultMessage:
     """The message delivering `event`'s job result (or error) to the awaiting call."""
     if event.kind == "completed":
-        text, _, _ = truncate_result(encoder(event.result, event.tool, event.job_id), max_bytes)
+        text = encoder(event.result, event.tool, event.job_id)
+        text, _, _ = truncate_result(text, max_result_bytes(event))
         return ToolResultMessage(tool_call_id=event.tool_call_id, name=event.tool, content=text)
-    error = event.error or {"kind": "tool_error", "message": "the job failed"}
-    info = ToolErrorInfo(
-        kind=str(error.get("kind", "tool_error")),
-        message=str(error.get("message", "")),
-        hint=str(error.get("hint", "")),
-    )
-    content = json.dumps(
-        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
-    )
-    return ToolResultMessage(
-        tool_call_id=event.tool_call_id, name=event.tool, content=content, is_error=True, error=info
-    )
+    return tool_error_result(event.tool_call_id, event.tool, error_info_of(event.error))

@@ -15,7 +15,6 @@ works; a run whose lease was lost writes nothing (another holder redoes it).
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +25,12 @@ from ..messages import (
     AssistantMessage,
     Message,
     ToolCall,
-    ToolErrorInfo,
+    ToolErrorKind,
     ToolResultMessage,
     redact,
     redact_url,
+    tool_error_info,
+    tool_error_result,
 )
 from ..observe import Event
 from ..tools import Launcher, ToolSpec
@@ -310,14 +311,9 @@ def _unanswered(result: RunResult, new: list[Message]) -> list[Message]:
     if result.status == "awaiting":
         return []
     answered = {m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)}
-    info = ToolErrorInfo(
-        kind="cancelled", message="the run stopped before this call got a result", hint=""
-    )
-    content = json.dumps({"kind": info.kind, "message": info.message, "hint": info.hint})
+    info = tool_error_info(ToolErrorKind.CANCELLED, "the run stopped before this call got a result")
     return [
-        ToolResultMessage(
-            tool_call_id=call.id, name=call.name, content=content, is_error=True, error=info
-        )
+        tool_error_result(call.id, call.name, info)
         for m in new
         if isinstance(m, AssistantMessage)
         for call in m.tool_calls

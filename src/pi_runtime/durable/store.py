@@ -173,8 +173,12 @@ class Store(Protocol):
         """Commit progress (and renew the lease): a resumed attempt starts from here."""
         ...
 
-    def complete_job(self, job_id: str, owner: str, result: Any) -> JobRecord:
-        """`succeeded`, with its `completed` outbox event in the same transaction."""
+    def complete_job(
+        self, job_id: str, owner: str, result: Any, *, max_result_bytes: int | None = None
+    ) -> JobRecord:
+        """`succeeded`, with its `completed` outbox event in the same transaction; the event
+        carries the tool's `max_result_bytes`, so delivery cuts the result as an inline
+        call would without importing the tool."""
         ...
 
     def fail_job(

@@ -37,7 +37,7 @@ from .errors import LeaseLost, StoreError
 from .executor import execute_job
 from .recipe import stored_recipe
 from .records import JobRecord, OutboxEvent, RunRecord
-from .results import DEFAULT_MAX_RESULT_BYTES, ResultEncoder, qrp1_result, result_message
+from .results import ResultEncoder, qrp1_result, result_message
 from .sessions import drive, request_of
 from .store import DEFAULT_LEASE_S, Store
 
@@ -231,12 +231,7 @@ class Worker:
     # The three kinds of work
 
     async def _deliver(self, event: OutboxEvent) -> None:
-        spec = (await self._session_tools(event.session_id) or {}).get(event.tool)
-        message = result_message(
-            event,
-            encoder=self.encoder,
-            max_bytes=spec.max_result_bytes if spec else DEFAULT_MAX_RESULT_BYTES,
-        )
+        message = result_message(event, encoder=self.encoder)
         delivery = await asyncio.to_thread(self.store.deliver, event.id, message)
         self.stats.deliveries[delivery.outcome] += 1
         log.info(

@@ -7,10 +7,15 @@ with a tool error instead of being run, so the model hears why and can change co
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, UserMessage
+from ..messages import (
+    ToolCall,
+    ToolErrorKind,
+    UserMessage,
+    tool_error_info,
+    tool_error_result,
+)
 from ..messages.canonical import action_hash
 from ..tools import ToolOutcome
 from .guards import Limits
@@ -41,7 +46,7 @@ def screen(
         if cap is not None and index >= cap:
             refusal = refuse(
                 call,
-                "tool_limit",
+                ToolErrorKind.TOOL_LIMIT,
                 f"Not run: this request may make at most {cap} tool calls, and they are used up.",
                 "Answer now with what you have, and say what you could not do.",
             )
@@ -49,7 +54,7 @@ def screen(
             # a truncated call is the gate's to refuse: the model must hear it was cut off
             refusal = refuse(
                 call,
-                "repeated_call",
+                ToolErrorKind.REPEATED_CALL,
                 f"Not run: this call to {call.name!r} is identical to your previous call; "
                 "its result is already in the conversation.",
                 "Use that result, or try another way: other arguments, another tool, or "
@@ -62,11 +67,7 @@ def screen(
 
 def refuse(call: ToolCall, kind: str, message: str, hint: str) -> ToolOutcome:
     """The outcome of a call the runtime did not run: a tool error the model reads."""
-    info = ToolErrorInfo(kind=kind, message=message, hint=hint)
-    content = json.dumps({"kind": kind, "message": message, "hint": hint}, ensure_ascii=False)
-    result = ToolResultMessage(
-        tool_call_id=call.id, name=call.name, content=content, is_error=True, error=info
-    )
+    result = tool_error_result(call.id, call.name, tool_error_info(kind, message, hint))
     return ToolOutcome(call=call, message=result, error_class="semantic", executed=False)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -35,7 +34,7 @@ from ..observe import (
     ModelResponded,
     ToolsSelected,
 )
-from ..tools import Gate, ToolOutcome, ToolSpec
+from ..tools import Gate, ToolOutcome, ToolSpec, backoff
 from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
 from .breakers import screen
@@ -319,5 +318,4 @@ class Driver:
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
             return max(0.0, retry_after_s)
-        ceiling = self.retry_base_s * 2.0 ** (attempt - 1)
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
+        return backoff(attempt, base_s=self.retry_base_s, max_s=float("inf"))

@@ -6,7 +6,6 @@ transition receives their results as arguments, so a trace can be re-derived exa
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,9 +16,10 @@ from ..messages import (
     StopReason,
     TextBlock,
     ToolCall,
-    ToolErrorInfo,
-    ToolResultMessage,
+    ToolErrorKind,
     UserMessage,
+    tool_error_info,
+    tool_error_result,
 )
 from ..messages.canonical import action_hash, text_hash
 from ..observe import (
@@ -248,15 +248,9 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
     events: list[Event] = []
     messages = state.messages
     if state.phase == "act" and state.response is not None:
-        info = ToolErrorInfo(kind="cancelled", message=f"not run: {detail}", hint="")
-        content = json.dumps(
-            {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
-        )
+        info = tool_error_info(ToolErrorKind.CANCELLED, f"not run: {detail}")
         fill: list[Message] = [
-            ToolResultMessage(
-                tool_call_id=c.id, name=c.name, content=content, is_error=True, error=info
-            )
-            for c in state.response.tool_calls
+            tool_error_result(c.id, c.name, info) for c in state.response.tool_calls
         ]
         messages = _append(messages, fill, events)
     stopped, more = finish(replace(state, messages=messages), reason, detail)

@@ -18,7 +18,6 @@ The provider a message came from is the prefix of its `model` (`anthropic:claude
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -31,9 +30,11 @@ from ..messages import (
     TextBlock,
     ThinkingBlock,
     ToolCall,
-    ToolErrorInfo,
+    ToolErrorKind,
     ToolResultMessage,
     UserMessage,
+    tool_error_info,
+    tool_error_result,
 )
 
 __all__ = [
@@ -50,10 +51,9 @@ ThinkingPolicy: TypeAlias = Literal["signed", "same_provider", "text", "drop"]
 keeps the target's own blocks; other blocks become text. `text` turns all into text;
 `drop` removes all."""
 
-MISSING_RESULT = ToolErrorInfo(
-    kind="missing_result",
-    message="no result was recorded for this call; the conversation moved on without it",
-    hint="The call may or may not have run. Check its effect before calling it again.",
+MISSING_RESULT = tool_error_info(
+    ToolErrorKind.MISSING_RESULT,
+    "no result was recorded for this call; the conversation moved on without it",
 )
 
 
@@ -161,13 +161,7 @@ def _thinking(block: ThinkingBlock, policy: ThinkingPolicy, own: bool) -> Block 
 
 
 def _missing_result(call: ToolCall) -> ToolResultMessage:
-    info = MISSING_RESULT
-    content = json.dumps(
-        {"kind": info.kind, "message": info.message, "hint": info.hint}, ensure_ascii=False
-    )
-    return ToolResultMessage(
-        tool_call_id=call.id, name=call.name, content=content, is_error=True, error=info
-    )
+    return tool_error_result(call.id, call.name, MISSING_RESULT)
 
 
 def _orphan_note(result: ToolResultMessage) -> UserMessage:

@@ -4,23 +4,32 @@
 from .classify import ErrorClass, classify
 from .execute import Attempt, Execution, backoff, call_key, execute, idempotency_key
 from .gate import Gate, Launcher, ToolOutcome
-from .results import encode_result, truncate_result
+from .results import (
+    RESULT_FORMATS,
+    ResultFormat,
+    encode_result,
+    encode_text,
+    truncate_result,
+)
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, tool
 
 __all__ = [
     "IDEMPOTENCY_PARAM",
+    "RESULT_FORMATS",
     "SESSION_PARAM",
     "Attempt",
     "ErrorClass",
     "Execution",
     "Gate",
     "Launcher",
+    "ResultFormat",
     "ToolOutcome",
     "ToolSpec",
     "backoff",
     "call_key",
     "classify",
     "encode_result",
+    "encode_text",
     "execute",
     "idempotency_key",
     "tool",

@@ -166,7 +166,7 @@ class Gate:
                 attempts=done.attempts,
                 idempotency_key=key,
             )
-        text, total, cut = truncate_result(done.value, spec.max_result_bytes)
+        text, total, cut = truncate_result(done.value, spec.max_result_bytes)  # encoded by convert
         return ToolOutcome(
             call=call,
             message=ToolResultMessage(tool_call_id=call.id, name=call.name, content=text),

@@ -9,12 +9,17 @@ the model should learn that a value was undefined or unbounded, not that it was 
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Literal
 
 import pydantic_core
 from pydantic import BaseModel
 
 from ..messages import repair_text, repair_value
+from ..qrp1 import QRPEncodeError, encode
+
+ResultFormat = Literal["json", "qrp1"]
+RESULT_FORMATS: tuple[ResultFormat, ...] = ("qrp1", "json")
 
 TRUNCATION_MARKER = "\n…[truncated: showing the first {shown} of {total} bytes]"
 
@@ -47,3 +52,20 @@ def truncate_result(text: str, max_bytes: int) -> tuple[str, int, bool]:
     head = data[:keep].decode(errors="ignore")  # never split a UTF-8 sequence
     shown = len(head.encode())
     return head + TRUNCATION_MARKER.format(shown=shown, total=total), total, True
+
+
+def encode_text(
+    value: Any,
+    *,
+    format: ResultFormat = "json",
+    source: str | None = None,
+    extra: Mapping[str, str] | None = None,
+) -> str:
+    """A result as the model reads it: QRP1 when asked and the value fits it (`source`
+    and `extra` go into its header), else the JSON text of `encode_result`."""
+    if format == "qrp1":
+        try:
+            return encode(value, source=source, extra=dict(extra or {}))
+        except QRPEncodeError:
+            pass  # a value QRP1 does not take is written as JSON
+    return encode_result(value)
