@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from pi_runtime.testing import ScriptStep, function_call, text
+
 PI = Path(sys.executable).parent / "pi"
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "please echo hi"
@@ -96,21 +98,9 @@ NOT_A_TOOL = 42
 '''
 
 
-def call(name: str, arguments: dict[str, Any] | str) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
-
-
-def calls(*tool_calls: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"tool_calls": list(tool_calls), **extra}
-
-
-def answer(text: str, **extra: Any) -> dict[str, Any]:
-    return {"text": text, **extra}
-
-
 COMPLETED_SCRIPT = [
-    calls(call("echo", {"text": "hi"}), usage={"input_tokens": 10, "output_tokens": 5}),
-    answer("done: hi", usage={"input_tokens": 20, "output_tokens": 7}),
+    function_call("echo", {"text": "hi"}, usage={"input_tokens": 10, "output_tokens": 5}),
+    text("done: hi", usage={"input_tokens": 20, "output_tokens": 7}),
 ]
 
 
@@ -120,8 +110,9 @@ def workdir(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def write_script(directory: Path, steps: list[dict[str, Any]], name: str = "script.json") -> str:
-    (directory / name).write_text(json.dumps({"steps": steps}), encoding="utf-8")
+def write_script(directory: Path, steps: list[ScriptStep], name: str = "script.json") -> str:
+    shape = [step.model_dump(mode="json", exclude_defaults=True) for step in steps]
+    (directory / name).write_text(json.dumps({"steps": shape}), encoding="utf-8")
     return name
 
 
@@ -150,7 +141,7 @@ def flat(text: str) -> str:
 
 
 def run_script(
-    workdir: Path, steps: list[dict[str, Any]], *extra: str
+    workdir: Path, steps: list[ScriptStep], *extra: str
 ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     """`pi run --json` on a script; checks stdout is exactly one contract JSON object."""
     script = write_script(workdir, steps)
@@ -263,7 +254,7 @@ def test_tools_attr_may_hold_a_single_tool(workdir: Path) -> None:
 
 
 def test_json_stdout_stays_one_object_when_a_tool_prints(workdir: Path) -> None:
-    script = write_script(workdir, [calls(call("shout", {"text": "hello"})), answer("said hello")])
+    script = write_script(workdir, [function_call("shout", {"text": "hello"}), text("said hello")])
     proc = pi(
         "run",
         PROMPT,
@@ -282,29 +273,29 @@ def test_json_stdout_stays_one_object_when_a_tool_prints(workdir: Path) -> None:
 
 # --- runs stopped by a guard -------------------------------------------------------------
 
-NEVER = answer("this answer must never be reached")
+NEVER = text("this answer must never be reached")
 
-GUARD_CASES: dict[str, tuple[list[dict[str, Any]], list[str]]] = {
+GUARD_CASES: dict[str, tuple[list[ScriptStep], list[str]]] = {
     "max_steps": (
-        [calls(call("echo", {"text": "a"})), calls(call("echo", {"text": "b"})), NEVER],
+        [function_call("echo", {"text": "a"}), function_call("echo", {"text": "b"}), NEVER],
         ["--max-steps", "2"],
     ),
     "token_budget": (
         [
-            calls(call("echo", {"text": "a"}), usage={"input_tokens": 80, "output_tokens": 30}),
+            function_call("echo", {"text": "a"}, usage={"input_tokens": 80, "output_tokens": 30}),
             NEVER,
         ],
         ["--token-budget", "100"],
     ),
     "wall_clock": (
-        [calls(call("echo", {"text": "a"})), answer("too late", delay_ms=60_000)],
+        [function_call("echo", {"text": "a"}), text("too late", delay_ms=60_000)],
         ["--timeout", "0.5"],
     ),
     "consecutive_errors": (
         [
-            calls(call("broken", {"n": 1})),
-            calls(call("broken", {"n": 2})),
-            calls(call("broken", {"n": 3})),
+            function_call("broken", {"n": 1}),
+            function_call("broken", {"n": 2}),
+            function_call("broken", {"n": 3}),
             NEVER,
         ],
         [],
@@ -313,9 +304,9 @@ GUARD_CASES: dict[str, tuple[list[dict[str, Any]], list[str]]] = {
     # result differs, so no-progress does not fire first.
     "loop_detected": (
         [
-            calls(call("tick", {"a": 1, "b": 2})),
-            calls(call("tick", {"b": 2, "a": 1})),
-            calls(call("tick", '{ "a" : 1,\n "b" : 2 }')),
+            function_call("tick", {"a": 1, "b": 2}),
+            function_call("tick", {"b": 2, "a": 1}),
+            function_call("tick", '{ "a" : 1,\n "b" : 2 }'),
             NEVER,
         ],
         [],
@@ -324,13 +315,13 @@ GUARD_CASES: dict[str, tuple[list[dict[str, Any]], list[str]]] = {
     # run) nor three times within the loop window, so only no-progress sees it.
     "no_progress": (
         [
-            calls(call("echo", {"text": "same"})),
-            calls(call("echo", {"text": "b"})),
-            calls(call("echo", {"text": "c"})),
-            calls(call("echo", {"text": "same"})),
-            calls(call("echo", {"text": "d"})),
-            calls(call("echo", {"text": "e"})),
-            calls(call("echo", {"text": "same"})),
+            function_call("echo", {"text": "same"}),
+            function_call("echo", {"text": "b"}),
+            function_call("echo", {"text": "c"}),
+            function_call("echo", {"text": "same"}),
+            function_call("echo", {"text": "d"}),
+            function_call("echo", {"text": "e"}),
+            function_call("echo", {"text": "same"}),
             NEVER,
         ],
         [],
@@ -366,7 +357,7 @@ def test_guard_counts_are_where_the_guard_says(workdir: Path) -> None:
 
 
 def test_script_too_short_is_a_model_error_exit_1(workdir: Path) -> None:
-    proc, data = run_script(workdir, [calls(call("echo", {"text": "a"}))])
+    proc, data = run_script(workdir, [function_call("echo", {"text": "a"})])
 
     assert proc.returncode == 1, proc.stderr
     assert data["status"] == "failed"
@@ -414,8 +405,8 @@ BAD_USAGE: dict[str, tuple[list[str], list[str]]] = {
 
 @pytest.mark.parametrize("case", sorted(BAD_USAGE))
 def test_bad_usage_exits_2_with_message_on_stderr_only(workdir: Path, case: str) -> None:
-    for name, text in BAD_FILES.items():
-        (workdir / name).write_text(text, encoding="utf-8")
+    for name, content in BAD_FILES.items():
+        (workdir / name).write_text(content, encoding="utf-8")
     good = write_script(workdir, COMPLETED_SCRIPT, "good.json")
     args, fragments = BAD_USAGE[case]
     defaults = {"--model": f"scripted:{good}", "--tools": "mytools:TOOLS"}

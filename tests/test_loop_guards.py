@@ -31,20 +31,7 @@ from pi_runtime import (
     UnrecoverableError,
     tool,
 )
-from pi_runtime.testing import FunctionModel, ScriptedModel
-
-
-def call(name: str, /, **arguments: Any) -> dict[str, Any]:
-    """One tool call in the script shape."""
-    return {"name": name, "arguments": arguments}
-
-
-def calls_step(*tool_calls: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"tool_calls": list(tool_calls), **extra}
-
-
-def final(text: str = "done") -> dict[str, Any]:
-    return {"text": text}
+from pi_runtime.testing import FunctionModel, ScriptedModel, function_call, text
 
 
 def assert_every_call_answered_once(result: RunResult) -> None:
@@ -117,10 +104,10 @@ def counting_tool() -> Any:
 def test_max_steps_stops_the_run_after_the_allowed_model_calls(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            calls_step(call("lookup", key="a")),
-            calls_step(call("lookup", key="b")),
-            calls_step(call("lookup", key="c")),
-            final(),
+            function_call("lookup", {"key": "a"}),
+            function_call("lookup", {"key": "b"}),
+            function_call("lookup", {"key": "c"}),
+            text("done"),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path, limits=Limits(max_steps=2))
@@ -137,9 +124,9 @@ def test_token_budget_stops_the_run_once_cumulative_usage_exceeds_it(tmp_path: P
     usage = {"input_tokens": 60, "output_tokens": 10}
     model = ScriptedModel(
         [
-            calls_step(call("lookup", key="a"), usage=usage),
-            calls_step(call("lookup", key="b"), usage=usage),
-            final(),
+            function_call("lookup", {"key": "a"}, usage=usage),
+            function_call("lookup", {"key": "b"}, usage=usage),
+            text("done"),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path, token_budget=100)
@@ -156,8 +143,8 @@ def test_token_budget_stops_the_run_once_cumulative_usage_exceeds_it(tmp_path: P
 def test_wall_clock_stops_a_model_call_that_takes_too_long(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            calls_step(call("lookup", key="a")),
-            {"text": "never delivered", "delay_ms": 60_000},
+            function_call("lookup", {"key": "a"}),
+            text("never delivered", delay_ms=60_000),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path, wall_clock_s=0.3)
@@ -186,7 +173,7 @@ def test_wall_clock_gives_the_unanswered_tool_call_a_cancelled_result(tmp_path: 
         finished.append(region)
         return "report"
 
-    model = ScriptedModel([calls_step(call("slow_report", region="north")), final()])
+    model = ScriptedModel([function_call("slow_report", {"region": "north"}), text("done")])
     agent = Agent(model, tools=[slow_report], trace_dir=tmp_path, wall_clock_s=0.3)
 
     result = agent.run_sync("report on the north")
@@ -218,7 +205,7 @@ def test_wall_clock_does_not_wait_for_a_blocked_sync_tool(tmp_path: Path) -> Non
         finished.append(table)
         return "exported"
 
-    model = ScriptedModel([calls_step(call("export_table", table="orders")), final()])
+    model = ScriptedModel([function_call("export_table", {"table": "orders"}), text("done")])
     agent = Agent(model, tools=[export_table], trace_dir=tmp_path, wall_clock_s=0.3)
 
     try:
@@ -245,11 +232,11 @@ def test_consecutive_errors_stop_the_run_after_three_failed_calls(tmp_path: Path
 
     model = ScriptedModel(
         [
-            calls_step(call("find_order", order_id="A-1")),
-            calls_step(call("find_order", order_id="A-2")),
-            calls_step(call("find_order", order_id="A-3")),
-            calls_step(call("find_order", order_id="A-4")),
-            final(),
+            function_call("find_order", {"order_id": "A-1"}),
+            function_call("find_order", {"order_id": "A-2"}),
+            function_call("find_order", {"order_id": "A-3"}),
+            function_call("find_order", {"order_id": "A-4"}),
+            text("done"),
         ]
     )
     agent = Agent(model, tools=[find_order], trace_dir=tmp_path)
@@ -277,12 +264,12 @@ def test_a_success_resets_the_consecutive_error_count(tmp_path: Path) -> None:
 
     model = ScriptedModel(
         [
-            calls_step(call("flaky", n=1)),
-            calls_step(call("flaky", n=3)),
-            calls_step(call("flaky", n=4)),
-            calls_step(call("flaky", n=5)),
-            calls_step(call("flaky", n=7)),
-            final("finished"),
+            function_call("flaky", {"n": 1}),
+            function_call("flaky", {"n": 3}),
+            function_call("flaky", {"n": 4}),
+            function_call("flaky", {"n": 5}),
+            function_call("flaky", {"n": 7}),
+            text("finished"),
         ]
     )
     agent = Agent(model, tools=[flaky], trace_dir=tmp_path)
@@ -295,7 +282,7 @@ def test_a_success_resets_the_consecutive_error_count(tmp_path: Path) -> None:
 
 def test_loop_detection_catches_the_same_call_three_times(tmp_path: Path) -> None:
     ping = counting_tool()
-    model = ScriptedModel([calls_step(call("ping", target="db"))] * 4 + [final()])
+    model = ScriptedModel([function_call("ping", {"target": "db"})] * 4 + [text("done")])
     # with the breaker off every call runs: the guard alone must catch the loop
     limits = Limits(block_repeated_calls=False)
     agent = Agent(model, tools=[ping], trace_dir=tmp_path, limits=limits)
@@ -313,10 +300,10 @@ def test_loop_detection_ignores_argument_spelling(tmp_path: Path) -> None:
     ping = counting_tool()
     model = ScriptedModel(
         [
-            calls_step({"name": "ping", "arguments": '{"target": "db"}'}),
-            calls_step({"name": "ping", "arguments": '{ "target" :"db" }'}),
-            calls_step({"name": "ping", "arguments": {"target": "db"}}),
-            final(),
+            function_call("ping", '{"target": "db"}'),
+            function_call("ping", '{ "target" :"db" }'),
+            function_call("ping", {"target": "db"}),
+            text("done"),
         ]
     )
     agent = Agent(model, tools=[ping], trace_dir=tmp_path)
@@ -329,9 +316,9 @@ def test_loop_detection_ignores_argument_spelling(tmp_path: Path) -> None:
 
 def test_loop_detection_catches_an_a_b_a_b_cycle(tmp_path: Path) -> None:
     ping = counting_tool()
-    a = calls_step(call("ping", target="db"))
-    b = calls_step(call("ping", target="cache"))
-    model = ScriptedModel([a, b, a, b, a, final()])
+    a = function_call("ping", {"target": "db"})
+    b = function_call("ping", {"target": "cache"})
+    model = ScriptedModel([a, b, a, b, a, text("done")])
     agent = Agent(model, tools=[ping], trace_dir=tmp_path)
 
     result = agent.run_sync("check the services")
@@ -346,7 +333,7 @@ def test_no_progress_stops_a_call_that_keeps_returning_the_same_result(tmp_path:
     # window of six calls and never a back-to-back cycle, so only no-progress can see it.
     limits = Limits(loop_window=6, loop_threshold=3, no_progress_window=20, no_progress_repeats=3)
     items = ["job", "b", "c", "job", "d", "e", "job", "f"]
-    model = ScriptedModel([calls_step(call("check", item=i)) for i in items] + [final()])
+    model = ScriptedModel([function_call("check", {"item": i}) for i in items] + [text("done")])
     agent = Agent(model, tools=[check], trace_dir=tmp_path, limits=limits)
 
     result = agent.run_sync("wait for the job")
@@ -361,7 +348,7 @@ def test_no_progress_stops_a_call_that_keeps_returning_the_same_result(tmp_path:
 
 
 def test_running_out_of_script_is_a_model_error(tmp_path: Path) -> None:
-    model = ScriptedModel([calls_step(call("lookup", key="a"))])
+    model = ScriptedModel([function_call("lookup", {"key": "a"})])
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
     result = agent.run_sync("look it up")
@@ -450,7 +437,7 @@ def test_an_unrecoverable_tool_failure_stops_the_run(tmp_path: Path) -> None:
         """
         raise UnrecoverableError("the ledger database is gone")
 
-    model = ScriptedModel([calls_step(call("read_ledger", account="42")), final()])
+    model = ScriptedModel([function_call("read_ledger", {"account": "42"}), text("done")])
     agent = Agent(model, tools=[read_ledger], trace_dir=tmp_path)
 
     result = agent.run_sync("show my ledger")
@@ -471,7 +458,7 @@ def test_a_security_violation_stops_the_run_with_an_audit_event(tmp_path: Path) 
         """
         raise SecurityViolation(f"access to {path} is forbidden")
 
-    model = ScriptedModel([calls_step(call("read_file", path="/etc/shadow")), final()])
+    model = ScriptedModel([function_call("read_file", {"path": "/etc/shadow"}), text("done")])
     agent = Agent(model, tools=[read_file], trace_dir=tmp_path)
 
     result = agent.run_sync("read the password file")
@@ -487,7 +474,7 @@ def test_a_security_violation_stops_the_run_with_an_audit_event(tmp_path: Path) 
 
 
 def test_a_final_answer_completes_the_run_with_its_text(tmp_path: Path) -> None:
-    model = ScriptedModel([calls_step(call("lookup", key="x")), final("x is 42")])
+    model = ScriptedModel([function_call("lookup", {"key": "x"}), text("x is 42")])
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
     result = agent.run_sync("what is x?")
@@ -503,7 +490,7 @@ def test_a_final_answer_completes_the_run_with_its_text(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("reason", ["max_steps", "loop_detected"])
 def test_guard_endings_are_recorded_in_the_trace(tmp_path: Path, reason: str) -> None:
-    step = calls_step(call("ping", target="db"))
+    step = function_call("ping", {"target": "db"})
     limits = Limits(max_steps=1) if reason == "max_steps" else Limits()
     model = ScriptedModel([step] * 4)
     agent = Agent(model, tools=[counting_tool()], trace_dir=tmp_path, limits=limits)

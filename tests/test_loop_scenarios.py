@@ -25,17 +25,19 @@ from pi_runtime import (
 )
 from pi_runtime.context import count_tokens
 from pi_runtime.messages import messages_to_list
-from pi_runtime.testing import FunctionModel, ScriptedModel
+from pi_runtime.testing import (
+    FunctionModel,
+    ScriptedModel,
+    function_call,
+    parallel_calls,
+    text,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 WEATHER_SCRIPT = ROOT / "examples" / "weather" / "script.json"
-
-
-def call(name: str, /, **arguments: Any) -> dict[str, Any]:
-    return {"name": name, "arguments": arguments}
 
 
 def tool_results(result: RunResult) -> list[ToolResultMessage]:
@@ -77,8 +79,8 @@ def _clear_lookups() -> None:
 
 
 LOOKUP_THEN_ANSWER = [
-    {"text": "Let me look that up first.", "tool_calls": [call("lookup", key="x")]},
-    {"text": "x has a value."},
+    function_call("lookup", {"key": "x"}, text="Let me look that up first."),
+    text("x has a value."),
 ]
 
 
@@ -108,7 +110,7 @@ def test_a_named_tool_choice_is_sent_to_the_model(tmp_path: Path) -> None:
 
 
 def test_next_tool_choice_does_not_carry_over_to_the_next_run(tmp_path: Path) -> None:
-    model = ScriptedModel([*LOOKUP_THEN_ANSWER, {"text": "again"}])
+    model = ScriptedModel([*LOOKUP_THEN_ANSWER, text("again")])
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
     first = agent.run_sync("what is x?", next_tool_choice="required")
@@ -159,14 +161,12 @@ def test_parallel_calls_get_their_results_in_the_models_order(tmp_path: Path) ->
     # The first call is the slowest, so completion order is the reverse of call order.
     model = ScriptedModel(
         [
-            {
-                "tool_calls": [
-                    call("fetch", name="a", wait_ms=60),
-                    call("fetch", name="b", wait_ms=30),
-                    call("fetch", name="c", wait_ms=0),
-                ]
-            },
-            {"text": "fetched all three"},
+            parallel_calls(
+                function_call("fetch", {"name": "a", "wait_ms": 60}),
+                function_call("fetch", {"name": "b", "wait_ms": 30}),
+                function_call("fetch", {"name": "c", "wait_ms": 0}),
+            ),
+            text("fetched all three"),
         ]
     )
     agent = Agent(model, tools=[fetch], trace_dir=tmp_path)
@@ -189,15 +189,13 @@ def test_parallel_calls_get_their_results_in_the_models_order(tmp_path: Path) ->
 def test_a_truncated_tool_call_is_not_executed(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            {
-                "text": "Looking up both.",
-                "tool_calls": [
-                    call("lookup", key="complete-looking"),
-                    {"name": "lookup", "arguments": '{"key": "cut of'},
-                ],
-                "finish_reason": "length",
-            },
-            {"text": "My output was cut; here is a shorter answer."},
+            parallel_calls(
+                function_call("lookup", {"key": "complete-looking"}),
+                function_call("lookup", '{"key": "cut of'),
+                text="Looking up both.",
+                finish_reason="length",
+            ),
+            text("My output was cut; here is a shorter answer."),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
@@ -220,9 +218,9 @@ def test_a_truncated_tool_call_is_not_executed(tmp_path: Path) -> None:
 def test_malformed_json_arguments_go_back_to_the_model(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [{"name": "lookup", "arguments": '{"key": "x",,}'}]},
-            {"tool_calls": [call("lookup", key="x")]},
-            {"text": "x has a value."},
+            function_call("lookup", '{"key": "x",,}'),
+            function_call("lookup", {"key": "x"}),
+            text("x has a value."),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
@@ -248,8 +246,8 @@ def test_malformed_json_arguments_go_back_to_the_model(tmp_path: Path) -> None:
 def test_arguments_failing_the_schema_are_not_executed(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [call("convert", amount="lots", currency="USD", extra=1)]},
-            {"text": "could not convert"},
+            function_call("convert", {"amount": "lots", "currency": "USD", "extra": 1}),
+            text("could not convert"),
         ]
     )
     agent = Agent(model, tools=[convert], trace_dir=tmp_path)
@@ -303,10 +301,10 @@ def test_metrics_count_the_preamble_and_mixed_messages(tmp_path: Path) -> None:
     preamble = "Let me check the weather and the exchange rate for your trip first."
     model = ScriptedModel(
         [
-            {"text": preamble, "tool_calls": [call("lookup", key="weather")]},
-            {"tool_calls": [call("lookup", key="rate")]},
-            {"tool_calls": [call("convert", amount=10, currency="USD")]},
-            {"text": "All set."},
+            function_call("lookup", {"key": "weather"}, text=preamble),
+            function_call("lookup", {"key": "rate"}),
+            function_call("convert", {"amount": 10, "currency": "USD"}),
+            text("All set."),
         ]
     )
     agent = Agent(model, tools=[lookup, convert], trace_dir=tmp_path)
@@ -325,7 +323,7 @@ def test_metrics_count_the_preamble_and_mixed_messages(tmp_path: Path) -> None:
 
 
 def test_metrics_of_a_run_without_tool_calls(tmp_path: Path) -> None:
-    agent = Agent(ScriptedModel([{"text": "Hello there."}]), tools=[lookup], trace_dir=tmp_path)
+    agent = Agent(ScriptedModel([text("Hello there.")]), tools=[lookup], trace_dir=tmp_path)
 
     result = agent.run_sync("hi")
 
@@ -335,7 +333,7 @@ def test_metrics_of_a_run_without_tool_calls(tmp_path: Path) -> None:
 
 
 def test_metrics_of_tool_calls_without_preamble(tmp_path: Path) -> None:
-    model = ScriptedModel([{"tool_calls": [call("lookup", key="x")]}, {"text": "done"}])
+    model = ScriptedModel([function_call("lookup", {"key": "x"}), text("done")])
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
     result = agent.run_sync("x?")
@@ -404,9 +402,11 @@ def test_the_trace_holds_every_event_and_message_once(tmp_path: Path) -> None:
 def test_each_model_request_can_be_rebuilt_from_the_trace(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [call("lookup", key="a"), call("lookup", key="b")]},
-            {"text": "between", "tool_calls": [call("lookup", key="c")]},
-            {"text": "done"},
+            parallel_calls(
+                function_call("lookup", {"key": "a"}), function_call("lookup", {"key": "b"})
+            ),
+            function_call("lookup", {"key": "c"}, text="between"),
+            text("done"),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
@@ -434,14 +434,15 @@ def test_each_model_request_can_be_rebuilt_from_the_trace(tmp_path: Path) -> Non
 
 def test_replaying_a_trace_reproduces_the_run(tmp_path: Path) -> None:
     script = [
-        {
-            "text": "Checking.",
-            "tool_calls": [call("lookup", key="x"), call("convert", amount=3, currency="USD")],
-            "usage": {"input_tokens": 100, "output_tokens": 20},
-        },
-        {"tool_calls": [{"name": "lookup", "arguments": '{"key": '}]},
-        {"tool_calls": [{"name": "lookup", "arguments": '{"key": "y'}], "finish_reason": "length"},
-        {"text": "x has a value; 3 USD is 1.5 EUR.", "usage": {"input_tokens": 150}},
+        parallel_calls(
+            function_call("lookup", {"key": "x"}),
+            function_call("convert", {"amount": 3, "currency": "USD"}),
+            text="Checking.",
+            usage={"input_tokens": 100, "output_tokens": 20},
+        ),
+        function_call("lookup", '{"key": '),
+        function_call("lookup", '{"key": "y', finish_reason="length"),
+        text("x has a value; 3 USD is 1.5 EUR.", usage={"input_tokens": 150}),
     ]
     recorded = Agent(ScriptedModel(script), tools=[lookup, convert], trace_dir=tmp_path)
     original = recorded.run_sync("what is x, and 3 USD in EUR?")
@@ -462,10 +463,10 @@ def test_replaying_a_trace_reproduces_the_run(tmp_path: Path) -> None:
 def test_a_session_resumes_at_the_right_script_step(tmp_path: Path) -> None:
     model = ScriptedModel(
         [
-            {"tool_calls": [call("lookup", key="x")]},
-            {"text": "x is known."},
-            {"tool_calls": [call("lookup", key="y")]},
-            {"text": "y is known too."},
+            function_call("lookup", {"key": "x"}),
+            text("x is known."),
+            function_call("lookup", {"key": "y"}),
+            text("y is known too."),
         ]
     )
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
@@ -486,9 +487,9 @@ def test_a_session_resumes_at_the_right_script_step(tmp_path: Path) -> None:
 
 def test_a_fresh_script_model_resumes_a_session_from_its_history(tmp_path: Path) -> None:
     steps = [
-        {"tool_calls": [call("lookup", key="x")]},
-        {"text": "x is known."},
-        {"text": "resumed in another process."},
+        function_call("lookup", {"key": "x"}),
+        text("x is known."),
+        text("resumed in another process."),
     ]
     first = Agent(ScriptedModel(steps), tools=[lookup], trace_dir=tmp_path).run_sync("x?")
 

@@ -14,11 +14,12 @@ import pi_runtime.testing
 
 
 def public_attributes(module: types.ModuleType) -> set[str]:
-    """Names a user sees on `module`: not private, not a submodule."""
+    """Names a user sees on `module` (`dir`, which includes names imported on first use):
+    not private, not a submodule."""
     return {
         name
-        for name, value in vars(module).items()
-        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+        for name in dir(module)
+        if not name.startswith("_") and not isinstance(getattr(module, name), types.ModuleType)
     }
 
 
@@ -110,3 +111,8 @@ def test_function_model_answers_from_a_function() -> None:
 
     assert result.status == "completed"
     assert result.output == "step 0"
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    with pytest.raises(AttributeError, match="no attribute 'Agnet'"):
+        pi_runtime.Agnet  # noqa: B018

@@ -84,3 +84,25 @@ def plot_lines(
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def plot_bars(result: dict[str, Any], out: Path, *, x: str, y: str, ylabel: str) -> Path | None:
+    """A PNG bar chart of `y` for each row's `x`, or None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    rows = result["rows"]
+    ax.bar([str(r[x]) for r in rows], [r[y] for r in rows])
+    ax.set_ylabel(ylabel)
+    ax.tick_params(axis="x", labelrotation=20)
+    ax.set_title(f"pi bench {result['bench']}")
+    path = out / f"{result['bench']}.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -6,7 +6,6 @@ import sys
 
 import typer
 
-from ..messages import repair_text
 from .bench import bench_app
 from .qrp import qrp_app
 from .run import run_command
@@ -27,7 +26,12 @@ def main() -> None:
     """The `pi` console script."""
     # Undecodable bytes in argv arrive as lone surrogates (surrogateescape); they would
     # fail the first store write or print, so each becomes U+FFFD once, before parsing.
-    sys.argv[:] = [repair_text(arg) for arg in sys.argv]
+    # All-ASCII argv (the usual case) cannot hold one, and skipping the import keeps
+    # `pi --help` fast.
+    if not all(arg.isascii() for arg in sys.argv):
+        from ..messages import repair_text
+
+        sys.argv[:] = [repair_text(arg) for arg in sys.argv]
     app()
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from ._console import console, fail, say
 from .bench_qrp import bench_qrp
+from .bench_startup import bench_startup
 
 bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", no_args_is_help=True)
 
@@ -126,6 +127,7 @@ def _unavailable_and_files(screen: Console, result: dict[str, Any]) -> None:
 
 
 bench_app.command("qrp")(bench_qrp)
+bench_app.command("startup")(bench_startup)
 
 
 @bench_app.command("jobs")

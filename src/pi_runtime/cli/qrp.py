@@ -9,9 +9,11 @@ from typing import Annotated, NoReturn
 
 import typer
 
-from ..qrp1 import KINDS, QRPError, decode, encode
-from ..qrp1.escape import json_text
 from ._console import fail
+
+# The QRP1 kinds, spelled here so `pi --help` need not import the codec
+# (tests/test_cli_startup.py checks they match `qrp1.KINDS`).
+KINDS = ("record", "table", "series", "text", "receipt")
 
 KindOption = Enum("KindOption", {kind: kind for kind in KINDS}, type=str)  # type: ignore[misc]
 
@@ -58,6 +60,8 @@ def encode_command(
     ] = None,
 ) -> None:
     """Read JSON on stdin, write one QRP1 document on stdout. Exit 2 on bad input."""
+    from ..qrp1 import QRPError, encode
+
     text = _stdin_text()
     try:
         value = json.loads(text, parse_constant=_reject_constant)
@@ -84,6 +88,9 @@ def encode_command(
 
 def decode_command() -> None:
     """Read one QRP1 document on stdin, write its JSON value on stdout. Exit 2 on bad input."""
+    from ..qrp1 import QRPError, decode
+    from ..qrp1.escape import json_text
+
     try:
         value = decode(_stdin_text())
     except QRPError as exc:

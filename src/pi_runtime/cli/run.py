@@ -8,23 +8,23 @@ import socket
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
-from ..durable import Conflict, StoreError
-from ..durable.recipe import definition_here
-from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
-from ..loop import Agent, RunResult, run_blocking
-from ..loop.agentfile import agent_error, read_agent_file
-from ..loop.definition import AgentDefinition, DefinitionError, absolute_model
-from ..models import Model
-from ..observe import Event
 from ._console import err_console, fail, say
-from .progress import render_progress
 from .session import open_db
+
+# The loop, the store and the model adapters are imported where a run needs them, so
+# `pi --help` starts without them.
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..loop import Agent, RunResult
+    from ..loop.definition import AgentDefinition
+    from ..models import Model
+    from ..observe import Event
 
 EXIT_CODES = {"completed": 0, "awaiting": 3}
 
@@ -73,6 +73,8 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult JSON only.")] = False,
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
+    from ..loop import run_blocking
+
     err = err_console()
     if db is not None and session is None:
         fail("--db is the store of sessions: add --session ID")
@@ -133,6 +135,10 @@ def _definition(
     base_url: str | None,
 ) -> AgentDefinition:
     """The agent the command line defines: the agent file with the flags over it."""
+    from ..durable.recipe import definition_here
+    from ..loop.agentfile import read_agent_file
+    from ..loop.definition import absolute_model
+
     if agent_file is None:
         return definition_here(model=model, tools=tools or [], base_url=base_url)
     flags: dict[str, Any] = {"model": absolute_model(model, Path.cwd()), "base_url": base_url}
@@ -148,6 +154,9 @@ def _build(
     limits: dict[str, Any],
     models: dict[str, Model] | None = None,
 ) -> Agent:
+    from ..loop.agentfile import agent_error
+    from ..loop.definition import DefinitionError
+
     try:
         return definition.build_agent(trace_dir=trace_dir, limits=limits, models=models)
     except DefinitionError as exc:
@@ -157,6 +166,8 @@ def _build(
 async def _run_with_progress(
     agent: Agent, prompt: str, choice: str | None, err: Console
 ) -> RunResult:
+    from .progress import render_progress
+
     stream = agent.run_stream(prompt, next_tool_choice=choice)
     async for event in stream:
         if event.kind != "model_delta":
@@ -180,6 +191,10 @@ def _run_in_session(
 ) -> int:
     """One turn of a persistent session; the exit code. A session keeps the agent it was
     started with; limits and tool choice given now apply to this request."""
+    from ..durable import Conflict, StoreError
+    from ..durable.sessions import open_session, run_turn
+    from ..loop import run_blocking
+
     store = open_db(db)
     try:
         _, recipe = open_session(store, session_id, definition, same_agent=named)
@@ -242,6 +257,8 @@ def _run_in_session(
 
 
 def _progress(err: Console) -> Callable[[Event], None]:
+    from .progress import render_progress
+
     def show(event: Event) -> None:
         if event.kind != "model_delta":
             render_progress(event, err)

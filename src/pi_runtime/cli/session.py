@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from ..durable import NotFound, Store, StoreError, open_store
-from ..durable.views import session_view
 from ..exceptions import UserError
 from ._console import console, err_console, fail, literal, say
+
+if TYPE_CHECKING:
+    from ..durable import Store
 
 DEFAULT_DB = "sqlite:///.pi/pi.db"
 DB_ENV = "PI_DB"
@@ -37,6 +37,9 @@ def db_url(given: str | None) -> str:
 
 def open_db(given: str | None) -> Store:
     """The store, or exit 2 saying why it cannot be opened."""
+    # Imported here, as in the commands below, so `pi --help` does not load SQLAlchemy.
+    from ..durable import open_store
+
     try:
         return open_store(db_url(given))
     except UserError as exc:
@@ -50,6 +53,11 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Show a session: its status, messages (tool results with their call id) and runs."""
+    from rich.table import Table
+
+    from ..durable import NotFound, StoreError
+    from ..durable.views import session_view
+
     store = open_db(db)
     try:
         view = session_view(store, session_id)
@@ -99,6 +107,8 @@ def cancel(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Stop waiting: awaited calls get a `cancelled` result; nothing is delivered after."""
+    from ..durable import NotFound, StoreError
+
     store = open_db(db)
     try:
         done = store.cancel_session(session_id)

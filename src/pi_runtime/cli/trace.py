@@ -6,9 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
-from ..observe import read_trace
 from ._console import console, fail, literal
 
 trace_app = typer.Typer(help="Inspect run traces.", no_args_is_help=True)
@@ -69,6 +67,10 @@ def show(
     ] = False,
 ) -> None:
     """Render a run's timeline: steps, tool calls, errors, tokens, stop reason."""
+    from rich.table import Table
+
+    from ..observe import read_trace
+
     try:
         events = read_trace(path)
     except (OSError, ValueError) as exc:

@@ -6,17 +6,16 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..durable.results import ENCODERS
-from ..durable.worker import Worker, WorkerStats
 from ..exceptions import UserError
-from ..loop import run_blocking
 from ._console import err_console, fail, say
-from .loading import load_tools
 from .session import DbOption, open_db
+
+if TYPE_CHECKING:
+    from ..durable.worker import Worker, WorkerStats
 
 
 def worker_command(
@@ -56,6 +55,12 @@ def worker_command(
 ) -> None:
     """Run jobs, deliver results and run continuations until SIGTERM (or, with --once,
     until nothing is left). SIGTERM drains: current work finishes, nothing new starts."""
+    # Imported here so `pi --help` does not load the store and the loop.
+    from ..durable.results import ENCODERS
+    from ..durable.worker import Worker
+    from ..loop import run_blocking
+    from .loading import load_tools
+
     logging.basicConfig(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(message)s",

@@ -1,6 +1,9 @@
 """The neutral message model: user, assistant and tool-result messages, blocks, usage."""
 
-from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, find_non_finite, json_path, parse_object
 from ._jsonl import json_line, read_json_lines
 from ._model import (
@@ -75,3 +78,17 @@ __all__ = [
     "tool_error_info",
     "tool_error_result",
 ]
+
+
+_CODEC = {"message_from_dict", "message_to_dict", "messages_from_list", "messages_to_list"}
+
+
+def __getattr__(name: str) -> object:
+    # The codec builds pydantic adapters on import; only (de)serialising needs them.
+    if name not in _CODEC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import _codec
+
+    value = getattr(_codec, name)
+    globals()[name] = value
+    return value

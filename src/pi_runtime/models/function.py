@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
@@ -25,8 +26,11 @@ class FunctionModel:
     def __init__(self, function: ModelFunction, *, name: str | None = None) -> None:
         self.function = function
         self.name = name or f"function:{getattr(function, '__name__', 'anonymous')}"
+        self.calls: list[ModelRequest] = []
+        """A detached copy of each request, in order."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        self.calls.append(copy.deepcopy(request))
         result = self.function(request)
         if inspect.isawaitable(result):
             result = await result

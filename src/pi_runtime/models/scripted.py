@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -118,13 +119,26 @@ class ScriptedModel:
             raise UserError(f"bad script step:\n{exc}") from exc
         self.name = name
         self.requests: list[ModelRequest] = []
+        self.calls: list[ModelRequest] = []
+        """A detached copy of each request, in order: later changes to what the caller
+        passed (tool schemas, argument dicts) do not alter what the test reads here."""
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
         return cls(load_script(path), name=f"scripted:{path}")
 
+    def assert_complete(self) -> None:
+        """Fail unless every step of the script was asked for (a step asked again after a
+        retry is fine; a step never reached means the run ended earlier than scripted)."""
+        unused = sorted(set(range(len(self.steps))) - {request.step for request in self.calls})
+        if unused:
+            raise AssertionError(
+                f"script has {len(self.steps)} steps; steps {unused} were never asked for"
+            )
+
     async def complete(self, request: ModelRequest) -> ModelResponse:
         self.requests.append(request)
+        self.calls.append(copy.deepcopy(request))
         index = request.step
         if index >= len(self.steps):
             raise ModelError(f"script has {len(self.steps)} steps; step {index + 1} was asked for")

@@ -1,0 +1,51 @@
+"""`pi --help` starts without the heavy parts of Pi, and `pi bench startup` reports the
+cold start in the shape every bench uses (timings are the bench's business, not a test's)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pi_runtime.cli import app
+from pi_runtime.cli.qrp import KINDS
+from pi_runtime.qrp1 import KINDS as CODEC_KINDS
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+HEAVY = ("pydantic", "sqlalchemy", "jsonschema", "pi_runtime.loop", "pi_runtime.durable")
+
+
+def test_importing_the_cli_leaves_the_runtime_unloaded() -> None:
+    code = f"import sys, pi_runtime.cli; print([m for m in {HEAVY!r} if m in sys.modules])"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert done.stdout.strip() == "[]"
+
+
+def test_the_cli_spells_the_qrp_kinds_as_the_codec_does() -> None:
+    assert KINDS == CODEC_KINDS
+
+
+def test_bench_startup_prints_one_row_per_system_with_the_ratio(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        app, ["bench", "startup", "--repeat", "1", "--out", str(tmp_path), "--json"]
+    )
+
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["bench"] == "startup"
+    systems = {row["system"] for row in data["rows"]} | set(data["unavailable"])
+    assert {"pi --help", "pi_runtime", "pydantic-ai", "openai-agents"} <= systems
+    for row in data["rows"]:
+        assert {"system", "median_ms", "runs", "ratio_to_pydantic_ai"} <= set(row)
+    assert (tmp_path / "startup.json").exists()
+    assert (tmp_path / "startup.csv").exists()
