@@ -30,7 +30,8 @@ from pi_runtime.models import (
     TextDelta,
     ToolCallDelta,
 )
-from pi_runtime.models.local import LocalModel, files as local_files
+from pi_runtime.models.local import LocalModel
+from pi_runtime.models.local import files as local_files
 from pi_runtime.models.local.files import GEMMA_SHA256, assemble_gguf, cache_dir
 from pi_runtime.models.local.prompt import inline_refs, render_prompt, reply_schema
 from pi_runtime.models.local.reply import ReplyParser
