@@ -198,7 +198,7 @@ async def run_turn(
     run = await asyncio.to_thread(
         store.create_run, session_id, input=given, owner=owner, lease_s=lease_s
     )
-    return await drive(
+    return await run_held(
         store,
         run,
         agent=agent,
@@ -209,7 +209,7 @@ async def run_turn(
     )
 
 
-async def drive(
+async def run_held(
     store: Store,
     run: RunRecord,
     *,

@@ -43,7 +43,7 @@ from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
-from .result import RunResult, status_of, usage_source
+from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
 
@@ -278,7 +278,7 @@ class Agent:
         )
         ids = {"run_id": run_id, "session_id": session}
         try:
-            state = await driver.drive()
+            state = await driver.run_transitions()
         except asyncio.CancelledError:
             _finish(
                 _ended(driver.state, "cancelled", "the run was cancelled"), recorder, started, **ids

@@ -9,7 +9,7 @@
   so each step of a run reads the previous step's prefix from the cache.
 - With a thinking *budget* the API refuses a forced tool choice (`required` or a tool
   name) with a clear 400, which ends the run as `model_error`; `"adaptive"` accepts it.
-- Failures become `ModelError` (see `errors.py`); the SDK's own retries are off so that
+- Failures become `ModelError` (see `classify.py`); the SDK's own retries are off so that
   the run's retries are the only ones, and each is in the trace.
 """
 
@@ -30,7 +30,7 @@ from ..messages import (
     Usage,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
-from ._canned import parse_arguments
+from ._deltas import parse_arguments
 from ._repair import repairs_text
 from .base import (
     ModelRequest,
@@ -42,7 +42,7 @@ from .base import (
     ToolCallDelta,
     complete_from_stream,
 )
-from .errors import API_KEY_VARIABLES, classify_provider_error
+from .classify import API_KEY_VARIABLES, classify_provider_error
 
 __all__ = ["REDACTED_THINKING_PREFIX", "AnthropicModel", "anthropic_body"]
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ModelError, UserError
 from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, redact
-from ._canned import parse_arguments
+from ._deltas import parse_arguments
 from ._openai_request import chat_params
 from ._repair import repairs_text
 from .base import (
@@ -26,7 +26,7 @@ from .base import (
     ToolCallDelta,
     complete_from_stream,
 )
-from .errors import classify_provider_error
+from .classify import classify_provider_error
 from .providers import VENDORS, Vendor, resolve_api_key
 
 if TYPE_CHECKING:

@@ -2,7 +2,7 @@
 
 from .classify import ErrorClass, classify
 from .gate import Attempt, Gate, Launcher, ToolOutcome, idempotency_key
-from .results import encode_result, truncate_result
+from .result_text import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec, tool
 
 __all__ = [

@@ -23,7 +23,7 @@ from jsonschema import Draft202012Validator
 from ..messages import ToolCall, ToolErrorInfo, ToolResultMessage, redact, repair_text
 from .arguments import BadArguments, check_arguments
 from .classify import ErrorClass, classify, hint_for
-from .results import encode_result, truncate_result
+from .result_text import encode_result, truncate_result
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
 
 Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[str]]

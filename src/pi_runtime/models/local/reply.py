@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ...messages import Block, FinishReason, TextBlock, ToolCall, Usage
-from .._canned import parse_arguments
+from .._deltas import parse_arguments
 from ..base import ModelResponse, StreamEvent, TextDelta, ToolCallDelta
 from .prompt import ANSWER_KEY, ARGUMENTS_KEY, TOOL_KEY
 
