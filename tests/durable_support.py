@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
+from pi_runtime.bench.pgtemp import SUPERUSER, TempPostgres, admin, server_bin_dir, with_schema
 from pi_runtime.durable import Store, open_store
-from pi_runtime.durable.pgtemp import SUPERUSER, TempPostgres, admin, server_bin_dir, with_schema
 
 __all__ = [
     "BACKENDS",
@@ -46,7 +46,7 @@ BACKENDS = ["sqlite", "postgresql"]
 
 
 class PgCluster(TempPostgres):
-    """The tests' server (see `pi_runtime.durable.pgtemp`): one per test session, with a
+    """The tests' server (see `pi_runtime.bench.pgtemp`): one per test session, with a
     fresh database or schema for each test."""
 
     def __init__(self, bin_dir: Path) -> None:

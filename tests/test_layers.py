@@ -172,6 +172,18 @@ def test_the_scan_sees_the_imports_that_exist() -> None:
     assert ("pi_runtime", "pi_runtime.loop") in found
 
 
+def test_only_the_benchmarks_import_the_throwaway_postgres_server() -> None:
+    """`bench.pgtemp` may `useradd` as root: the runtime and the CLI must never load it."""
+    importers = {
+        imp.importer
+        for path in source_modules()
+        for imp in pi_imports(path, SRC)
+        if imp.target == "pi_runtime.bench.pgtemp"
+    }
+    assert importers, "the scan no longer sees bench.jobs import pgtemp"
+    assert {m for m in importers if not m.startswith("pi_runtime.bench.")} == set()
+
+
 # --- the checker itself ------------------------------------------------------------------
 
 

@@ -29,12 +29,12 @@ from pi_runtime.models import (
     ResponseDone,
     TextDelta,
     ToolCallDelta,
-    local_files,
 )
 from pi_runtime.models.local import LocalModel
-from pi_runtime.models.local_files import GEMMA_SHA256, assemble_gguf, cache_dir
-from pi_runtime.models.local_prompt import inline_refs, render_prompt, reply_schema
-from pi_runtime.models.local_reply import ReplyParser
+from pi_runtime.models.local import files as local_files
+from pi_runtime.models.local.files import GEMMA_SHA256, assemble_gguf, cache_dir
+from pi_runtime.models.local.prompt import inline_refs, render_prompt, reply_schema
+from pi_runtime.models.local.reply import ReplyParser
 from pi_runtime.models.spec import resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +161,7 @@ def test_a_valid_call_and_an_answer_match_the_reply_schema_and_others_do_not() -
 
 def test_a_tool_schema_the_grammar_cannot_express_still_gets_a_grammar() -> None:
     from pi_runtime.models import ToolDefinition
-    from pi_runtime.models.local_engine import reply_grammar
+    from pi_runtime.models.local.engine import reply_grammar
 
     odd = ToolDefinition(
         name="odd",

@@ -39,12 +39,12 @@ from pi_runtime.models import (
     TextDelta,
     ThinkingDelta,
     ToolCallDelta,
-    local_engine,
 )
 from pi_runtime.models._repair import repair_response, repaired_stream
 from pi_runtime.models.anthropic import AnthropicModel
 from pi_runtime.models.local import LocalModel
-from pi_runtime.models.local_engine import Decoded
+from pi_runtime.models.local import engine as local_engine
+from pi_runtime.models.local.engine import Decoded
 from pi_runtime.models.openai import OpenAIModel
 from pi_runtime.models.providers import custom_server
 from pi_runtime.models.text_protocol import TextProtocolModel

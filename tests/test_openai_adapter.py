@@ -485,7 +485,7 @@ def test_a_server_that_refuses_the_connection_is_a_transient_model_error() -> No
 @pytest.fixture(scope="module")
 def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama-cpp-python's OpenAI-compatible server with the embedded Gemma, on 127.0.0.1."""
-    from pi_runtime.models.local_files import embedded_model_path
+    from pi_runtime.models.local.files import embedded_model_path
 
     model_path = embedded_model_path()
     port = free_port()

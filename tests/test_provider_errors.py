@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from pi_runtime import Agent, ModelError, ModelRequest
-from pi_runtime.models.errors import classify_provider_error, retry_after_seconds
+from pi_runtime.models.classify import classify_provider_error, retry_after_seconds
 from pi_runtime.testing import FunctionModel
 
 SDKS = {"openai": openai, "anthropic": anthropic}
@@ -325,7 +325,7 @@ def test_unknown_exception_is_unrecoverable_and_named() -> None:
 def test_classifier_needs_neither_sdk() -> None:
     code = (
         "import sys; sys.modules['openai'] = None; sys.modules['anthropic'] = None\n"
-        "from pi_runtime.models.errors import classify_provider_error as c\n"
+        "from pi_runtime.models.classify import classify_provider_error as c\n"
         "assert c(TimeoutError(), provider='openai').transient\n"
         "assert not c(ValueError('x'), provider='openai').transient\n"
     )

@@ -22,7 +22,7 @@ from pi_runtime import Agent, ModelError, RunResult, ToolCall, ToolError, UserEr
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.models import resolve_model
 from pi_runtime.models.anthropic import AnthropicModel
-from pi_runtime.models.errors import classify_provider_error
+from pi_runtime.models.classify import classify_provider_error
 from pi_runtime.models.providers import VENDORS, custom_server
 from pi_runtime.testing import ScriptedModel
 from pi_runtime.tools import Gate, classify

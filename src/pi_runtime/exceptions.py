@@ -1,19 +1,27 @@
-"""Pi's exceptions.
+"""Pi's exceptions, and the signals tools raise to the runtime.
 
-Hierarchy::
+Errors::
 
     PiError
     ├── UserError                 misuse before a run starts (bad spec, bad tool definition)
-    ├── ModelError                a model call failed; `transient` says whether to retry
-    └── ToolFailure               raised *by tools* to say how a failure should be treated
-        ├── ToolError             semantic: goes back to the model as {kind, message, hint}
-        ├── TransientError        retried with backoff, then goes back to the model
-        ├── UnrecoverableError    the run stops with `tool_error`
-        └── SecurityViolation     the run stops with `security` and an audit event
+    │   └── DependencyUnavailable an optional package Pi needs is missing or broken
+    │       ├── TokenizerUnavailable   the o200k_base token counter (also `RuntimeError`)
+    │       └── EmbedderUnavailable    the MiniLM embedder of tool retrieval
+    └── ModelError                a model call failed; `transient` says whether to retry
 
 Elsewhere, kept beside the code that raises them (each a `PiError`):
 `qrp1.QRPError` (→ `QRPEncodeError`, `QRPDecodeError`; also `ValueError`) and
 `durable.errors.StoreError` (→ `NotFound`, `Conflict`, `LeaseLost`, `StoreUnavailable`).
+
+Control signals, outside the error tree: a tool raises one to tell the runtime how its
+failure should be treated, and the runtime never lets one escape a run, so catching
+`PiError` never swallows them (and catching them never hides a Pi error)::
+
+    ToolFailure
+    ├── ToolError             semantic: goes back to the model as {kind, message, hint}
+    ├── TransientError        retried with backoff, then goes back to the model
+    ├── UnrecoverableError    the run stops with `tool_error`
+    └── SecurityViolation     the run stops with `security` and an audit event
 
 Tools may also raise plain exceptions: the runtime classifies them (`TimeoutError`,
 `ConnectionError` are transient; `LookupError` is `not_found`; anything else is semantic).
@@ -23,9 +31,12 @@ Runs never raise these at their caller: every ending is a `RunResult`.
 from __future__ import annotations
 
 __all__ = [
+    "DependencyUnavailable",
+    "EmbedderUnavailable",
     "ModelError",
     "PiError",
     "SecurityViolation",
+    "TokenizerUnavailable",
     "ToolError",
     "ToolFailure",
     "TransientError",
@@ -40,6 +51,21 @@ class PiError(Exception):
 
 class UserError(PiError):
     """Pi was used wrongly: raised before a run starts, never during one."""
+
+
+class DependencyUnavailable(UserError):
+    """An optional package Pi needs is not installed, incomplete, or not the expected one.
+
+    The message ends with the command that installs it.
+    """
+
+
+class TokenizerUnavailable(DependencyUnavailable, RuntimeError):
+    """The shipped o200k_base file is missing, unreadable, or not the expected one."""
+
+
+class EmbedderUnavailable(DependencyUnavailable):
+    """The embedding model cannot be used here: not installed, incomplete, or not the expected one."""
 
 
 class ModelError(PiError):
@@ -60,8 +86,11 @@ class ModelError(PiError):
         self.retry_after_s = retry_after_s
 
 
-class ToolFailure(PiError):
-    """A failure a tool raises on purpose, carrying what the model should read."""
+class ToolFailure(Exception):
+    """A failure a tool raises on purpose, carrying what the model should read.
+
+    A signal to the runtime, not a Pi error: it is not a `PiError`.
+    """
 
     default_kind = "tool_error"
 

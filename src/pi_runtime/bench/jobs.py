@@ -33,12 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from ..durable import Store, open_store
-from ..durable.pgtemp import TempPostgres, admin, with_schema
 from ..durable.recipe import Recipe
 from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
 from ..messages import AssistantMessage, ToolResultMessage
 from ..tools import tool
+from .pgtemp import TempPostgres, admin, with_schema
 
 BACKENDS = ("sqlite", "postgresql")
 _KILL_EVERY_S = (0.5, 1.5)  # a random worker is SIGKILLed this often in the fault pass

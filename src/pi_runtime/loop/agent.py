@@ -9,7 +9,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel
 
@@ -43,7 +43,7 @@ from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
-from .result import RunResult, status_of, usage_source
+from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
 
@@ -178,6 +178,19 @@ class Agent:
         except DefinitionError as exc:
             raise agent_error(definition, exc) from None
 
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the model (its HTTP client and connections); `async with` does it on exit.
+
+        A later run opens the model's client again.
+        """
+        await self.model.aclose()
+
     def validate_tool_choice(self, choice: str) -> None:
         """Raise UserError unless `choice` is a tool choice this agent can make."""
         allowed = self.allow if self.allow is not None else {s.name for s in self.tools}
@@ -278,7 +291,7 @@ class Agent:
         )
         ids = {"run_id": run_id, "session_id": session}
         try:
-            state = await driver.drive()
+            state = await driver.run_transitions()
         except asyncio.CancelledError:
             _finish(
                 _ended(driver.state, "cancelled", "the run was cancelled"), recorder, started, **ids
@@ -289,12 +302,36 @@ class Agent:
             state = _ended(driver.state, "internal_error", detail)
         return _finish(state, recorder, started, **ids)
 
-    def run_sync(self, prompt: str | None, **kwargs: object) -> RunResult:
-        """`run` for code without an event loop."""
+    def run_sync(
+        self,
+        prompt: str | None,
+        *,
+        history: Sequence[Message] = (),
+        session_id: str | None = None,
+        next_tool_choice: str | None = None,
+        run_id: str | None = None,
+        launcher: Launcher | None = None,
+        request_elapsed_s: float = 0.0,
+    ) -> RunResult:
+        """`run` for code without an event loop; takes the same arguments.
+
+        Each call runs on a new event loop, and the model's connections opened on it are
+        closed when it ends.
+        """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return run_blocking(self.run(prompt, **kwargs))  # type: ignore[arg-type]
+            return run_blocking(
+                self.run(
+                    prompt,
+                    history=history,
+                    session_id=session_id,
+                    next_tool_choice=next_tool_choice,
+                    run_id=run_id,
+                    launcher=launcher,
+                    request_elapsed_s=request_elapsed_s,
+                )
+            )
         raise UserError(
             "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
         )

@@ -70,7 +70,7 @@ class Driver:
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""
 
-    async def drive(self) -> RunState:
+    async def run_transitions(self) -> RunState:
         """Run transitions until DONE. Every ending, including the clock's, is a state.
 
         `self.state` always holds the latest state, so a caller that sees an exception

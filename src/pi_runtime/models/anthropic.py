@@ -9,7 +9,7 @@
   so each step of a run reads the previous step's prefix from the cache.
 - With a thinking *budget* the API refuses a forced tool choice (`required` or a tool
   name) with a clear 400, which ends the run as `model_error`; `"adaptive"` accepts it.
-- Failures become `ModelError` (see `errors.py`); the SDK's own retries are off so that
+- Failures become `ModelError` (see `classify.py`); the SDK's own retries are off so that
   the run's retries are the only ones, and each is in the trace.
 """
 
@@ -30,7 +30,8 @@ from ..messages import (
     Usage,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
-from ._canned import parse_arguments
+from ._client import LoopBoundClient
+from ._deltas import parse_arguments
 from ._repair import repairs_text
 from .base import (
     ModelRequest,
@@ -42,7 +43,7 @@ from .base import (
     ToolCallDelta,
     complete_from_stream,
 )
-from .errors import API_KEY_VARIABLES, classify_provider_error
+from .classify import API_KEY_VARIABLES, classify_provider_error
 
 __all__ = ["REDACTED_THINKING_PREFIX", "AnthropicModel", "anthropic_body"]
 
@@ -99,10 +100,12 @@ class AnthropicModel:
         self.cache = cache
         self._sdk = sdk
         self._options = {"api_key": key, "base_url": base_url, "timeout": timeout_s}
-        # a given http client is the caller's to manage; else one client per call (below)
+        # a given http client is the caller's to keep on one loop; else the adapter's own
+        # client lives as long as the model, re-made on a new event loop
         self._given: Any = (
             self._new_client(http_client=http_client) if http_client is not None else None
         )
+        self._own: LoopBoundClient[Any] = LoopBoundClient(self._new_client)
 
     def _new_client(self, **extra: Any) -> Any:
         # Retries are the runtime's job (with events and backoff), not the SDK's.
@@ -118,9 +121,7 @@ class AnthropicModel:
             cache=self.cache,
         )
         state = _StreamState()
-        # A client of our own lives for one call: its connections belong to that call's
-        # event loop, and `run_sync` starts a new loop per run.
-        client = self._given or self._new_client()
+        client = self._given or await self._own.get()
         try:
             # sampling settings newer SDKs no longer list still reach the API, which decides
             extra = {key: body.pop(key) for key in _EXTRA_BODY if key in body}
@@ -131,15 +132,14 @@ class AnthropicModel:
                         yield out
         except Exception as exc:
             raise classify_provider_error(exc, provider=PROVIDER) from exc
-        finally:
-            if client is not self._given:
-                await client.close()
         yield ResponseDone(response=state.response(self.model))
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await complete_from_stream(self, request)
 
     async def aclose(self) -> None:
+        """Close the adapter's client (and one made over a given `http_client`)."""
+        await self._own.aclose()
         if self._given is not None:
             await self._given.close()
 

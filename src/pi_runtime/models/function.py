@@ -7,7 +7,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
-from ._canned import stream_response
+from ._deltas import stream_response
 from ._repair import repair_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 from .scripted import ScriptStep, step_response

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ModelError, UserError
 from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, redact
-from ._canned import parse_arguments
+from ._client import LoopBoundClient
+from ._deltas import parse_arguments
 from ._openai_request import chat_params
 from ._repair import repairs_text
 from .base import (
@@ -26,7 +27,7 @@ from .base import (
     ToolCallDelta,
     complete_from_stream,
 )
-from .errors import classify_provider_error
+from .classify import classify_provider_error
 from .providers import VENDORS, Vendor, resolve_api_key
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class OpenAIModel:
     Args:
         model: the model name the server knows (`gpt-4o-mini`, `deepseek-chat`, …).
         vendor: where and how to reach it (see `providers.VENDORS`, `custom_server`).
-        client: an `AsyncOpenAI` to use instead of one per call (custom transports,
+        client: an `AsyncOpenAI` to use instead of the adapter's own (custom transports,
             proxies); the caller keeps it on one event loop.
         timeout_s: per-request timeout; the run's wall clock still bounds the whole call.
     """
@@ -71,6 +72,8 @@ class OpenAIModel:
         )
         self._given = client
         self._timeout_s = timeout_s
+        # the adapter's own client lives as long as the model, re-made on a new event loop
+        self._own: LoopBoundClient[AsyncOpenAI] = LoopBoundClient(self._new_client)
         if client is None:
             self._api_key = resolve_api_key(vendor)
             try:
@@ -93,16 +96,9 @@ class OpenAIModel:
 
     @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        # A client of our own lives for one call: its connections belong to the event
-        # loop of that call, and `run_sync` starts a new loop per run, so a pooled client
-        # would carry dead connections into the next run.
-        client = self._given or self._new_client()
-        try:
-            async for event in self._stream(client, request):
-                yield event
-        finally:
-            if client is not self._given:
-                await client.close()
+        client = self._given or await self._own.get()
+        async for event in self._stream(client, request):
+            yield event
 
     async def _stream(
         self, client: AsyncOpenAI, request: ModelRequest
@@ -136,7 +132,8 @@ class OpenAIModel:
         return await complete_from_stream(self, request)
 
     async def aclose(self) -> None:
-        """Closes a client passed in; the adapter's own clients close after each call."""
+        """Close the adapter's client (and a client passed in); a later call opens anew."""
+        await self._own.aclose()
         if self._given is not None:
             await self._given.close()
 

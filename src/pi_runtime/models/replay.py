@@ -13,7 +13,7 @@ from typing import Any
 
 from ..exceptions import ModelError, UserError
 from ..messages import AssistantMessage, message_from_dict, read_json_lines
-from ._canned import stream_response
+from ._deltas import stream_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 
 

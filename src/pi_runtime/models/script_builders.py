@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..messages import ToolCall
-from ._canned import parse_arguments
+from ._deltas import parse_arguments
 from .scripted import ScriptStep
 
 

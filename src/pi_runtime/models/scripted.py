@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..exceptions import ModelError, UserError
 from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
-from ._canned import parse_arguments, stream_response
+from ._deltas import parse_arguments, stream_response
 from ._repair import repair_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 

@@ -4,7 +4,7 @@
 from .classify import ErrorClass, classify
 from .execute import Attempt, Execution, backoff, call_key, execute, idempotency_key
 from .gate import Gate, Launcher, ToolOutcome
-from .results import (
+from .result_text import (
     RESULT_FORMATS,
     ResultFormat,
     encode_result,

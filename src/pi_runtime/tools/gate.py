@@ -29,7 +29,7 @@ from ..messages import (
 from .arguments import BadArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
-from .results import encode_result, truncate_result
+from .result_text import encode_result, truncate_result
 from .spec import ToolSpec
 
 K = ToolErrorKind

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from ...exceptions import UserError
+from ...exceptions import EmbedderUnavailable
 
 __all__ = ["MODEL_PACKAGE", "Embedder", "EmbedderUnavailable", "MiniLMEmbedder", "default_embedder"]
 
@@ -31,10 +31,6 @@ _CANARY_TOLERANCE = 1e-3
 
 _lock = threading.Lock()
 _loaded: MiniLMEmbedder | None = None
-
-
-class EmbedderUnavailable(UserError):
-    """The embedding model cannot be used here: not installed, incomplete, or not the expected one."""
 
 
 @runtime_checkable

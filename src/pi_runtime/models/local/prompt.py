@@ -27,8 +27,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..exceptions import ModelError
-from ..messages import (
+from ...exceptions import ModelError
+from ...messages import (
     AssistantMessage,
     Message,
     TextBlock,
@@ -36,7 +36,7 @@ from ..messages import (
     ToolResultMessage,
     UserMessage,
 )
-from .base import ToolChoice, ToolDefinition
+from ..base import ToolChoice, ToolDefinition
 
 __all__ = ["ANSWER_KEY", "ARGUMENTS_KEY", "TOOL_KEY", "render_prompt", "reply_schema"]
 

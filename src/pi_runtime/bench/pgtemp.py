@@ -7,6 +7,11 @@ directory, listening on 127.0.0.1 at a free port, durability off, removed on `st
 Needs the PostgreSQL server binaries (`initdb`, `pg_ctl`) under /usr/lib/postgresql/*/bin
 or on PATH. PostgreSQL refuses to run as root: as root the server runs as the system
 user `pi-pg` (created if missing).
+
+It lives in `bench`, not `durable`, because it may run `useradd` as root and start a
+server: support for benchmarks and Pi's own tests (`tests/durable_support.py`), never
+something the runtime does. No runtime module imports it (tests/test_layers.py: `bench`
+sits above everything the runtime is made of).
 """
 
 from __future__ import annotations

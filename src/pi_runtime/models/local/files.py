@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..exceptions import ModelError, UserError
+from ...exceptions import ModelError, UserError
 
 __all__ = [
     "GEMMA_FILE",

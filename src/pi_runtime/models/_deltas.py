@@ -1,4 +1,8 @@
-"""Shared pieces for models that answer from canned responses (scripted, function, replay)."""
+"""A complete response as stream deltas, and raw tool-call arguments as a dict.
+
+Shared by the canned models (scripted, function, replay), which replay whole responses
+as a provider would stream them, and by every adapter that parses tool arguments.
+"""
 
 from __future__ import annotations
 

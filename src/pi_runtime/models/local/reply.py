@@ -12,10 +12,10 @@ import json
 import re
 from typing import Any
 
-from ..messages import Block, FinishReason, TextBlock, ToolCall, Usage
-from ._canned import parse_arguments
-from .base import ModelResponse, StreamEvent, TextDelta, ToolCallDelta
-from .local_prompt import ANSWER_KEY, ARGUMENTS_KEY, TOOL_KEY
+from ...messages import Block, FinishReason, TextBlock, ToolCall, Usage
+from .._deltas import parse_arguments
+from ..base import ModelResponse, StreamEvent, TextDelta, ToolCallDelta
+from .prompt import ANSWER_KEY, ARGUMENTS_KEY, TOOL_KEY
 
 __all__ = ["ReplyParser"]
 

@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import ModelError
-from .base import ToolChoice, ToolDefinition
-from .local_prompt import inline_refs, reply_schema
+from ...exceptions import ModelError
+from ..base import ToolChoice, ToolDefinition
+from .prompt import inline_refs, reply_schema
 
 __all__ = ["Decoded", "Engine", "engine_for", "grammar_from_schema", "reply_grammar"]
 

@@ -1,0 +1,188 @@
+"""A model keeps one HTTP client for its life, bound to the event loop it runs on:
+calls on one loop share a keep-alive connection, `run_sync` closes what its loop opened,
+and `async with Agent(...)` / `aclose()` close the model. Served by a keep-alive server
+on 127.0.0.1 that records which connection each request came on and when one closes."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import threading
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pi_runtime import Agent
+from pi_runtime.models import Model
+from pi_runtime.models.anthropic import AnthropicModel
+from pi_runtime.models.openai import OpenAIModel
+from pi_runtime.models.providers import custom_server
+
+ANTHROPIC_STREAM = (
+    Path(__file__).parent / "recordings" / "anthropic" / "final_answer.txt"
+).read_bytes()
+
+
+def _chunk(delta: dict[str, object], finish: str | None, **extra: object) -> bytes:
+    body = {
+        "id": "c1",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "m",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        **extra,
+    }
+    return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+OPENAI_STREAM = (
+    _chunk({"role": "assistant", "content": "sunny"}, None)
+    + _chunk({}, "stop", usage={"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4})
+    + b"data: [DONE]\n\n"
+)
+
+
+class Server:
+    """Which connection (client port) each request used, and which connections closed."""
+
+    def __init__(self) -> None:
+        self.ports: list[int] = []
+        self.closed: list[int] = []
+        self.changed = threading.Condition()
+        self.url = ""
+
+    def wait_closed(self, count: int) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: len(self.closed) >= count, timeout=30)
+
+
+def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
+    class Replay(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep connections open, as real APIs do
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            stream = OPENAI_STREAM if "chat/completions" in self.path else ANTHROPIC_STREAM
+            server.ports.append(self.client_address[1])
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("content-length", str(len(stream)))
+            self.end_headers()
+            self.wfile.write(stream)
+
+        def finish(self) -> None:
+            super().finish()
+            with server.changed:
+                server.closed.append(self.client_address[1])
+                server.changed.notify_all()
+
+        def log_message(self, format: str, *args: object) -> None:
+            return None
+
+    return Replay
+
+
+@pytest.fixture
+def server() -> Iterator[Server]:
+    state = Server()
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    state.url = f"http://127.0.0.1:{http.server_address[1]}"
+    try:
+        yield state
+    finally:
+        http.shutdown()
+        http.server_close()
+
+
+def anthropic(url: str) -> Model:
+    return AnthropicModel("claude-sonnet-4-6", api_key="sk-test", base_url=url)
+
+
+def openai(url: str) -> Model:
+    return OpenAIModel("m", vendor=custom_server(url + "/v1"))
+
+
+ADAPTERS = pytest.mark.parametrize("make", [anthropic, openai], ids=["anthropic", "openai"])
+
+
+@ADAPTERS
+def test_runs_on_one_loop_share_one_connection_until_the_agent_closes(
+    server: Server, make: Callable[[str], Model]
+) -> None:
+    async def two_runs() -> tuple[str, str]:
+        async with Agent(make(server.url), trace_dir=False) as agent:
+            first = await agent.run("hello")
+            second = await agent.run("hello again")
+            assert server.closed == []  # the client is the model's, not the call's
+        return first.status, second.status
+
+    assert asyncio.run(two_runs()) == ("completed", "completed")
+    assert len(server.ports) == 2
+    assert len(set(server.ports)) == 1
+    assert server.wait_closed(1), "leaving `async with` did not close the connection"
+
+
+@ADAPTERS
+def test_each_run_sync_gets_its_own_connection_and_closes_it(
+    server: Server, make: Callable[[str], Model]
+) -> None:
+    agent = Agent(make(server.url), trace_dir=False)
+    first = agent.run_sync("hello")
+    second = agent.run_sync("hello again")  # a new loop: the first loop's sockets are dead
+
+    assert (first.status, second.status) == ("completed", "completed"), (first.error, second.error)
+    assert len(set(server.ports)) == 2
+    assert server.wait_closed(2), "run_sync left a connection of its loop open"
+
+
+@ADAPTERS
+def test_a_closed_agent_opens_its_model_again_for_the_next_run(
+    server: Server, make: Callable[[str], Model]
+) -> None:
+    async def run_close_run() -> str:
+        agent = Agent(make(server.url), trace_dir=False)
+        await agent.run("hello")
+        await agent.aclose()
+        result = await agent.run("hello again")
+        await agent.aclose()
+        return result.status
+
+    assert asyncio.run(run_close_run()) == "completed"
+    assert len(set(server.ports)) == 2
+    assert server.wait_closed(2)
+
+
+def test_run_sync_takes_the_same_arguments_as_run() -> None:
+    run = inspect.signature(Agent.run).parameters
+    run_sync = inspect.signature(Agent.run_sync).parameters
+
+    public = {name: p for name, p in run.items() if not name.startswith("_")}
+    assert list(run_sync) == list(public)
+    for name, parameter in public.items():
+        assert run_sync[name].kind == parameter.kind
+        assert run_sync[name].default == parameter.default
+        assert run_sync[name].annotation == parameter.annotation
+
+
+def test_run_sync_passes_its_arguments_through(server: Server) -> None:
+    agent = Agent(anthropic(server.url), trace_dir=False)
+    result = agent.run_sync("hello", session_id="session-a", run_id="run-a")
+
+    assert (result.status, result.run_id) == ("completed", "run-a")
+
+
+@ADAPTERS
+def test_a_model_used_on_a_new_loop_without_closing_makes_a_new_client(
+    server: Server, make: Callable[[str], Model]
+) -> None:
+    agent = Agent(make(server.url), trace_dir=False)
+    first = asyncio.run(agent.run("hello"))  # asyncio.run knows nothing of the client
+    second = asyncio.run(agent.run("hello again"))
+
+    assert (first.status, second.status) == ("completed", "completed"), (first.error, second.error)
+    assert len(set(server.ports)) == 2
