@@ -47,12 +47,15 @@ def event_to_json(event: Event) -> bytes:
     """
     try:
         data = _dump(event)
-    except PydanticSerializationError:
-        # Rare, so repair only now: no encoder can write a lone surrogate.
+    except PydanticSerializationError as exc:
+        # Repaired only when needed (no encoder writes a lone surrogate), and only then: a
+        # cyclic value would keep the repair walking for ever.
+        if "surrogates not allowed" not in str(exc):
+            raise ValueError(f"cannot write a {event.kind} event: {exc}") from exc
         try:
             data = _dump(repair_fields(event))
-        except PydanticSerializationError as exc:
-            raise ValueError(f"cannot write a {event.kind} event: {exc}") from exc
+        except PydanticSerializationError as again:
+            raise ValueError(f"cannot write a {event.kind} event: {again}") from again
     if b"\xe2\x80" in data or b"\xc2\x85" in data:
         for raw, escaped in _LINE_BREAKS:
             data = data.replace(raw, escaped)
