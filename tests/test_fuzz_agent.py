@@ -47,7 +47,7 @@ from pi_runtime import (
     ToolResultMessage,
 )
 from pi_runtime.messages import repair_text
-from pi_runtime.observe import ToolFinished, read_trace
+from pi_runtime.observe import ToolResult, read_trace
 from pi_runtime.testing import FunctionModel
 
 REPLIES = int(os.environ.get("PI_FUZZ_REPLIES", "10000"))
@@ -188,7 +188,7 @@ class Fuzz:
         except Exception as exc:
             found("to_json_failed", f"{type(exc).__name__}: {exc}")
         self._check_trace(result, found)
-        finished = [e for e in result.events if isinstance(e, ToolFinished) and e.executed]
+        finished = [e for e in result.events if isinstance(e, ToolResult) and e.executed]
         if len(finished) != executions:
             # more: a call kept running after its run gave up on it (and may act again later)
             found(

@@ -291,16 +291,23 @@ class Agent:
         )
         ids = {"run_id": run_id, "session_id": session}
         try:
-            state = await driver.run_transitions()
-        except asyncio.CancelledError:
-            _finish(
-                _ended(driver.state, "cancelled", "the run was cancelled"), recorder, started, **ids
-            )
-            raise
-        except Exception as exc:  # a bug in Pi itself: still a well-formed ending
-            detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
-            state = _ended(driver.state, "internal_error", detail)
-        return _finish(state, recorder, started, **ids)
+            try:
+                state = await driver.run_transitions()
+            except asyncio.CancelledError:
+                _finish(
+                    _ended(driver.state, "cancelled", "the run was cancelled"),
+                    recorder,
+                    started,
+                    **ids,
+                )
+                raise
+            except Exception as exc:  # a bug in Pi itself: still a well-formed ending
+                detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
+                state = _ended(driver.state, "internal_error", detail)
+            return _finish(state, recorder, started, **ids)
+        finally:
+            # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
+            recorder.close()
 
     def run_sync(
         self,

@@ -29,7 +29,7 @@ from ..observe import (
     ContractChecked,
     Event,
     ModelDelta,
-    ModelFailed,
+    ModelErrorEvent,
     ModelRequested,
     ModelResponded,
     ToolsSelected,
@@ -223,7 +223,7 @@ class Driver:
                     message = f"{message} (the provider asked to wait {delay:g}s; the limit is {self.max_retry_after_s:g}s)"
                     delay = None
                 self.emit(
-                    ModelFailed(
+                    ModelErrorEvent(
                         turn=request.step,
                         step=step,
                         message=message,
@@ -241,7 +241,7 @@ class Driver:
             except Exception as exc:  # an adapter bug must still end the run well-formed
                 message = redact(repair_text(f"{type(exc).__name__}: {exc}"))
                 self.emit(
-                    ModelFailed(
+                    ModelErrorEvent(
                         turn=request.step,
                         step=step,
                         message=message,

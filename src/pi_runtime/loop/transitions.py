@@ -29,7 +29,7 @@ from ..observe import (
     LoopPhase,
     MessageAppended,
     SecurityAudit,
-    ToolFinished,
+    ToolResult,
     ToolRetried,
     Transition,
 )
@@ -197,7 +197,7 @@ def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
                     )
                 )
         events.append(
-            ToolFinished(
+            ToolResult(
                 tool_call_id=call.id,
                 name=call.name,
                 executed=outcome.executed,

@@ -1,8 +1,8 @@
 """Messages to and from plain JSON values, with one TypeAdapter for the whole union.
 
-A user turn's `origin` is written only when it is not the default `user`, so a
-conversation of plain turns keeps the exact shape it had before `origin` existed, and
-older readers skip the field (they ignore unknown keys).
+A user turn's `origin` is written only when it is not the default `user` (see
+`UserMessage`), so a conversation of plain turns keeps the exact shape it had before
+`origin` existed, and older readers skip the field (they ignore unknown keys).
 """
 
 from __future__ import annotations
@@ -17,16 +17,10 @@ _MESSAGE = TypeAdapter[Message](Annotated[Message, Field(discriminator="role")])
 _MESSAGES = TypeAdapter[list[Message]](list[Annotated[Message, Field(discriminator="role")]])
 
 
-def _plain(data: dict[str, Any]) -> dict[str, Any]:
-    if data.get("role") == "user" and data.get("origin") == "user":
-        del data["origin"]
-    return data
-
-
 def message_to_dict(message: Message) -> dict[str, Any]:
     """A message as JSON-ready data (the shape `RunResult.messages` and traces use)."""
     data: dict[str, Any] = _MESSAGE.dump_python(message, mode="json")
-    return _plain(data)
+    return data
 
 
 def message_from_dict(data: dict[str, Any]) -> Message:
@@ -36,7 +30,7 @@ def message_from_dict(data: dict[str, Any]) -> Message:
 
 def messages_to_list(messages: list[Message] | tuple[Message, ...]) -> list[dict[str, Any]]:
     data: list[dict[str, Any]] = _MESSAGES.dump_python(list(messages), mode="json")
-    return [_plain(d) for d in data]
+    return data
 
 
 def messages_from_list(data: list[dict[str, Any]]) -> list[Message]:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field
 
 Phase: TypeAlias = Literal["commentary", "final"]
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length"]
@@ -113,12 +115,18 @@ class ToolErrorInfo:
     hint: str = ""
 
 
+def _is_user(origin: UserOrigin) -> bool:
+    return origin == "user"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """A user turn. `origin` tells the user's own words from turns the runtime adds."""
 
     content: str
-    origin: UserOrigin = "user"
+    # Written only when not the default, so a plain turn keeps the shape it had before
+    # `origin` existed, wherever it is serialized (messages, traces, stores).
+    origin: Annotated[UserOrigin, Field(exclude_if=_is_user)] = "user"
     role: Literal["user"] = "user"
 
     @property

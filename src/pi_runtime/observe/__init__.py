@@ -8,21 +8,28 @@ from .events import (
     LoopPhase,
     MessageAppended,
     ModelDelta,
-    ModelFailed,
+    ModelErrorEvent,
     ModelRequested,
     ModelResponded,
     RunFinished,
     RunStarted,
     SecurityAudit,
-    ToolFinished,
+    ToolResult,
     ToolRetried,
     ToolsSelected,
     Transition,
-    event_to_dict,
 )
 from .metrics import compute_metrics
 from .projection import UserUpdate, first_sentence, project_for_user
-from .trace import TRACE_DIR_ENV, Recorder, TraceWriter, default_trace_dir, read_trace
+from .trace import (
+    TRACE_DIR_ENV,
+    Recorder,
+    TraceWriter,
+    default_trace_dir,
+    read_events,
+    read_trace,
+)
+from .wire import event_from_dict, event_to_dict, event_to_json
 
 __all__ = [
     "TRACE_DIR_ENV",
@@ -33,14 +40,14 @@ __all__ = [
     "LoopPhase",
     "MessageAppended",
     "ModelDelta",
-    "ModelFailed",
+    "ModelErrorEvent",
     "ModelRequested",
     "ModelResponded",
     "Recorder",
     "RunFinished",
     "RunStarted",
     "SecurityAudit",
-    "ToolFinished",
+    "ToolResult",
     "ToolRetried",
     "ToolsSelected",
     "TraceWriter",
@@ -48,8 +55,11 @@ __all__ = [
     "UserUpdate",
     "compute_metrics",
     "default_trace_dir",
+    "event_from_dict",
     "event_to_dict",
+    "event_to_json",
     "first_sentence",
     "project_for_user",
+    "read_events",
     "read_trace",
 ]

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..messages import TextBlock, Usage
-from .events import Event, ModelFailed, ModelResponded, ToolFinished
+from .events import Event, ModelErrorEvent, ModelResponded, ToolResult
 
 
 def compute_metrics(
@@ -42,11 +42,11 @@ def compute_metrics(
                 calling += 1
                 mixed += bool(text)
                 truncated += sum(1 for c in calls if c.truncated)
-        elif isinstance(event, ToolFinished):
+        elif isinstance(event, ToolResult):
             tool_calls += 1
             if event.is_error and event.error_kind:
                 errors[event.error_kind] += 1
-        elif isinstance(event, ModelFailed):
+        elif isinstance(event, ModelErrorEvent):
             model_errors += 1
     if first_tool_ms is None:
         text_before = 0

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..messages import TextBlock
-from .events import Event, GuardTriggered, ModelFailed, ModelResponded, RunFinished, ToolFinished
+from .events import Event, GuardTriggered, ModelErrorEvent, ModelResponded, RunFinished, ToolResult
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 
@@ -45,7 +45,7 @@ def project_for_user(event: Event) -> list[UserUpdate]:
         text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
         sentence = first_sentence(text)
         return [UserUpdate(kind="commentary", text=sentence, step=event.step)] if sentence else []
-    if isinstance(event, ToolFinished):
+    if isinstance(event, ToolResult):
         verb = "done" if not event.is_error else f"failed ({event.error_kind})"
         return [
             UserUpdate(
@@ -55,7 +55,7 @@ def project_for_user(event: Event) -> list[UserUpdate]:
                 ok=not event.is_error,
             )
         ]
-    if isinstance(event, ModelFailed) and event.retry_in_ms is not None:
+    if isinstance(event, ModelErrorEvent) and event.retry_in_ms is not None:
         return [UserUpdate(kind="progress", text="the model is busy; retrying", ok=False)]
     if isinstance(event, GuardTriggered):
         return [UserUpdate(kind="progress", text=f"stopping: {event.detail}", ok=False)]

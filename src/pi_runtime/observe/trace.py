@@ -12,10 +12,11 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any, BinaryIO
 
-from ..messages import json_line, read_json_lines, repair_fields
-from .events import Event, event_to_dict
+from ..messages import json_line, read_json_lines
+from .events import Event, RunFinished, Transition
+from .wire import event_from_dict, event_to_json
 
 TRACE_DIR_ENV = "PI_TRACE_DIR"
 
@@ -25,30 +26,49 @@ def default_trace_dir() -> Path:
 
 
 class TraceWriter:
-    """Appends events to `<dir>/<run_id>.jsonl`, each stamped with ms since the run began."""
+    """Appends events to `<dir>/<run_id>.jsonl`, each stamped with ms since the run began.
+
+    Each event is encoded when written (so the line shows it as it was) but held until
+    `flush`: the recorder flushes at step boundaries, and `close`, which every ending of
+    a run reaches, flushes the rest. Writing lines in a batch keeps file writes off the
+    per-event path.
+    """
 
     def __init__(self, directory: Path, run_id: str) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{run_id}.jsonl"
-        self._file: IO[str] | None = self.path.open("w", encoding="utf-8", newline="\n")
+        self._file: BinaryIO | None = self.path.open("wb")
+        self._lines: list[bytes] = []
         self._t0 = time.perf_counter()
         self._seq = 0
 
     def write(self, event: Event) -> None:
         if self._file is None:
             return
-        # Repaired before pydantic dumps its messages, which garbles surrogates in keys.
-        data = event_to_dict(repair_fields(event))
-        data["seq"] = self._seq
-        data["t_ms"] = round((time.perf_counter() - self._t0) * 1000, 3)
+        t_ms = round((time.perf_counter() - self._t0) * 1000, 3)
+        try:
+            line = event_to_json(event)
+        except ValueError as exc:
+            # The event is lost but its place is kept, saying why: the run goes on.
+            line = json_line({"kind": event.kind, "error": str(exc)}).encode()
+        # Every line is an object that holds at least `kind`, so its "}" can take a tail.
+        self._lines.append(b'%s,"seq":%d,"t_ms":%r}\n' % (line[:-1], self._seq, t_ms))
         self._seq += 1
-        # json_line escapes what line splitters break on: one event, one line, any text.
-        self._file.write(json_line(data) + "\n")
+
+    def flush(self) -> None:
+        """Write the lines held so far."""
+        if self._file is not None and self._lines:
+            self._file.write(b"".join(self._lines))
+            self._lines.clear()
+            self._file.flush()
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
-            self._file = None
+            try:
+                self.flush()
+            finally:
+                self._file.close()
+                self._file = None
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
@@ -58,6 +78,21 @@ def read_trace(path: str | Path) -> list[dict[str, Any]]:
     when a line is not a JSON object.
     """
     return read_json_lines(path)
+
+
+def read_events(path: str | Path) -> list[Event]:
+    """The events of a trace file, typed.
+
+    Raises OSError when the file cannot be read, ValueError naming the file and the line
+    when a line is not an event Pi writes (pydantic's ValidationError is a ValueError).
+    """
+    events: list[Event] = []
+    for number, data in enumerate(read_json_lines(path), 1):
+        try:
+            events.append(event_from_dict(data))
+        except ValueError as exc:
+            raise ValueError(f"{path}: event {number} is not one Pi writes: {exc}") from exc
+    return events
 
 
 class Recorder:
@@ -78,6 +113,11 @@ class Recorder:
         self.events.append(event)
         if self.writer is not None:
             self.writer.write(event)
+            # A step begins (the model is about to be called) or the run ends.
+            if isinstance(event, RunFinished) or (
+                isinstance(event, Transition) and event.target in ("think", "done")
+            ):
+                self.writer.flush()
         if self.listener is not None:
             self.listener(event)
 

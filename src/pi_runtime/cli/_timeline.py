@@ -1,0 +1,73 @@
+"""One line per event of a run's timeline, for `pi trace show` (imported only by it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..messages import AssistantMessage, TextBlock, ToolCall
+from ..observe import (
+    Event,
+    GuardTriggered,
+    ModelErrorEvent,
+    ModelRequested,
+    ModelResponded,
+    RunFinished,
+    RunStarted,
+    SecurityAudit,
+    ToolResult,
+    ToolRetried,
+    event_from_dict,
+)
+
+
+def _calls(message: AssistantMessage) -> str:
+    parts = []
+    for block in message.content:
+        if isinstance(block, ToolCall):
+            cut = " [truncated]" if block.truncated else ""
+            parts.append(f"{block.name}({block.raw[:60]}){cut}")
+        elif isinstance(block, TextBlock) and block.text.strip():
+            parts.append(f"[{block.phase}] {' '.join(block.text.split())[:70]}")
+    return "; ".join(parts)
+
+
+def describe(event: Event) -> str | None:
+    """One line for an event of the execution projection, None for bookkeeping events."""
+    if isinstance(event, RunStarted):
+        return f"model {event.model} · tools {', '.join(event.tools) or '-'}"
+    if isinstance(event, ModelRequested):
+        return f"step {event.step}: {event.message_count} messages, tool_choice={event.tool_choice}"
+    if isinstance(event, ModelResponded):
+        m = event.message
+        u = m.usage
+        return f"{m.finish_reason} · in {u.input_tokens} out {u.output_tokens} · {event.latency_ms:.1f} ms · {_calls(m)}"
+    if isinstance(event, ModelErrorEvent):
+        return f"attempt {event.attempt}: {event.message}" + (
+            " (transient)" if event.transient else ""
+        )
+    if isinstance(event, ToolResult):
+        status = f"error {event.error_kind}" if event.is_error else f"ok {event.result_bytes} B"
+        ran = "" if event.executed else " (refused by the gate)"
+        return f"{event.name} [{event.tool_call_id}] {status}{ran} · {event.duration_ms:.1f} ms · {event.attempts} attempt(s)"
+    if isinstance(event, ToolRetried):
+        return f"{event.name} attempt {event.attempt} {event.error_kind}, retry in {event.retry_in_ms:.0f} ms"
+    if isinstance(event, GuardTriggered):
+        return f"{event.guard}: {event.detail}"
+    if isinstance(event, SecurityAudit):
+        return f"{event.name}: {event.detail}"
+    if isinstance(event, RunFinished):
+        u = event.usage
+        return (
+            f"{event.status} · {event.stop_reason} · {event.steps} steps · "
+            f"in {u.input_tokens} out {u.output_tokens} tokens"
+            + (f" · {event.error}" if event.error else "")
+        )
+    return None
+
+
+def typed(data: dict[str, Any]) -> Event | None:
+    """The event a line spells, None for one this Pi does not know (newer, or hand-made)."""
+    try:
+        return event_from_dict(data)
+    except ValueError:
+        return None

@@ -1,0 +1,78 @@
+"""Events on the wire: one `TypeAdapter` writes them as JSON and reads them back.
+
+Every event class carries `kind: Literal[...]`, so the union is discriminated by it: a
+reader picks the class from `kind` without trying the others. Traces write with it and a
+stream to a browser can send the same bytes.
+
+The serializer is pydantic-core's, chosen by measurement: nine events of a typical turn
+took ~290 µs through the hand-rolled dict walk plus `json.dumps` it replaces and ~16 µs
+through `dump_json`. msgspec (~3 µs) and orjson (~9 µs) are faster still, but orjson only
+writes, msgspec reads tagged unions of its own Structs rather than these dataclasses, and
+the difference is a few percent of a turn; pydantic is already a dependency.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Discriminator, TypeAdapter
+from pydantic_core import PydanticSerializationError
+
+from ..messages import repair_fields
+from .events import Event
+
+_EVENT = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+
+# Inside JSON strings only (JSON's own syntax is ASCII), and each of these UTF-8 sequences
+# spells one character alone: replacing the bytes escapes exactly those characters.
+_LINE_BREAKS = (
+    (b"\xc2\x85", b"\\u0085"),
+    (b"\xe2\x80\xa8", b"\\u2028"),
+    (b"\xe2\x80\xa9", b"\\u2029"),
+)
+
+
+def _dump(event: Event) -> bytes:
+    # Values of unknown types (a provider's raw response object) are written as their str.
+    return _EVENT.dump_json(event, fallback=str, warnings=False)
+
+
+def event_to_json(event: Event) -> bytes:
+    """An event as one line of compact JSON (no newline), `kind` first.
+
+    Lone surrogates become U+FFFD, and no character is left that a line splitter breaks
+    on (U+0085, U+2028, U+2029 are escaped), as `messages.json_line` does for any value.
+    Raises ValueError when the event holds a value no JSON can spell (a cycle, nesting
+    past pydantic's depth limit).
+    """
+    try:
+        data = _dump(event)
+    except PydanticSerializationError as exc:
+        # Repaired only when needed (no encoder writes a lone surrogate), and only then: a
+        # cyclic value would keep the repair walking for ever.
+        if "surrogates not allowed" not in str(exc):
+            raise ValueError(f"cannot write a {event.kind} event: {exc}") from exc
+        try:
+            data = _dump(repair_fields(event))
+        except PydanticSerializationError as again:
+            raise ValueError(f"cannot write a {event.kind} event: {again}") from again
+    if b"\xe2\x80" in data or b"\xc2\x85" in data:
+        for raw, escaped in _LINE_BREAKS:
+            data = data.replace(raw, escaped)
+    return data
+
+
+def event_to_dict(event: Event) -> dict[str, Any]:
+    """An event as JSON-ready data, `kind` first (the shape of a trace line)."""
+    data: dict[str, Any] = _EVENT.dump_python(
+        repair_fields(event), mode="json", fallback=str, warnings=False
+    )
+    return data
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """The event a trace line or `event_to_dict` spells; unknown keys (`seq`, `t_ms`) ignored.
+
+    Raises pydantic's ValidationError (a ValueError) for an unknown kind or a bad field.
+    """
+    return _EVENT.validate_python(data)
