@@ -16,7 +16,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from ..messages import repair_text
 
 Part: TypeAlias = object | tuple[object, str]
 """Text to print: a value shown as it is, or `(value, style)` with a Rich style."""
@@ -35,6 +34,8 @@ def plain(value: object, *, lines: bool = False) -> str:
     """`value` as one line of text: lone surrogates as U+FFFD, control characters
     (newlines and tabs included) as escapes such as `\\n` and `\\x1b`. With `lines`,
     line feeds stay (for prose such as a model's commentary)."""
+    from ..messages import repair_text  # here: `pi --help` needs no message model
+
     pattern = _CONTROL_BUT_LF if lines else _CONTROL
     return pattern.sub(_shown, repair_text(str(value)))
 
