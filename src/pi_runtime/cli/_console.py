@@ -16,7 +16,6 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-
 Part: TypeAlias = object | tuple[object, str]
 """Text to print: a value shown as it is, or `(value, style)` with a Rich style."""
 
