@@ -50,14 +50,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# pytest-xdist workers: each test gets its own temp folder and PostgreSQL schema, and each
+# worker its own PostgreSQL cluster, so the suite runs in parallel; WORKERS=0 runs serially.
+WORKERS ?= 2
+
 unit: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n $(WORKERS) -m "not slow"
 
 slow: $(STAMP)
-	$(BIN)/pytest -q -m slow
+	$(BIN)/pytest -q -n $(WORKERS) -m slow
 
 test: lint typecheck $(STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(WORKERS)
 
 bench: $(STAMP)
 	$(BIN)/pi bench loop

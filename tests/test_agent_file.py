@@ -6,20 +6,16 @@ imports of one test never serve another)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import Ran, pi_inprocess
 from pi_runtime import Agent, UserError
 from pi_runtime.loop.agentfile import read_agent_file
 from pi_runtime.loop.definition import AgentDefinition
-
-PI = Path(sys.executable).parent / "pi"
 
 TOOLS = '''\
 from pi_runtime import tool
@@ -83,11 +79,8 @@ max_steps = 5
 """
 
 
-def pi(*args: str, cwd: Path, tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PI_TRACE_DIR": str(tmp / "traces"), "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PI), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
+def pi(*args: str, cwd: Path, tmp: Path) -> Ran:
+    return pi_inprocess(*args, cwd=cwd, env={"PI_TRACE_DIR": str(tmp / "traces")})
 
 
 def test_agent_file_defines_model_tools_allow_instructions_and_limits(tmp_path: Path) -> None:

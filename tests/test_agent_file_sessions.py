@@ -1,5 +1,5 @@
 """A session started from an agent file runs that same agent in every continuation, by a
-worker in another process, on SQLite and PostgreSQL: its allow-list holds and its guards
+worker in another process (the runs and views are in-process), on SQLite and PostgreSQL: its allow-list holds and its guards
 count the whole user request.
 
 The tools record each execution in a file, since they run in the worker's process."""
@@ -7,16 +7,12 @@ The tools record each execution in a file, since they run in the worker's proces
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
 
+from cli_support import Ran, pi_inprocess, pi_process
 from durable_support import *  # noqa: F403
-
-PI = Path(sys.executable).parent / "pi"
 
 TOOLS = '''\
 import os
@@ -75,19 +71,19 @@ def agent_folder(tmp: Path, steps: list[dict[str, Any]]) -> Path:
     return path
 
 
-def pi(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
+def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
+    """`pi ARGS` in-process, or with `process` in a process of its own (the worker)."""
+    env: dict[str, str | None] = {
         "PI_TRACE_DIR": str(tmp / "traces"),
         "AGENT_TOOLS_LOG": str(tmp / "executions.log"),
-        "NO_COLOR": "1",
     }
     # a working folder of its own: nothing imports from the agent's folder by accident
     work = tmp / "work"
     work.mkdir(exist_ok=True)
-    return subprocess.run(
-        [str(PI), *args], cwd=work, env=env, capture_output=True, text=True, timeout=240
-    )
+    if process:
+        done = pi_process(*args, cwd=work, env=env)
+        return Ran(done.returncode, done.stdout, done.stderr)
+    return pi_inprocess(*args, cwd=work, env=env)
 
 
 def executions(tmp: Path) -> list[str]:
@@ -112,7 +108,8 @@ def test_a_continuation_keeps_the_agent_files_allow_list(db_url: str, tmp_path: 
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s1", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr  # awaiting the background lookup
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path)
+    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+                process=True)  # fmt: skip
     assert worked.returncode == 0, worked.stderr
     view = session_view(db_url, "s1", tmp_path)
     assert view["status"] == "completed"
@@ -129,7 +126,8 @@ def test_identical_background_calls_stop_on_a_guard_across_continuations(
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s2", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path)
+    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+                process=True)  # fmt: skip
     assert worked.returncode == 0, worked.stderr
     view = session_view(db_url, "s2", tmp_path)
     assert view["status"] == "stopped"

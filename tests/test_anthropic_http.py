@@ -34,7 +34,8 @@ class _Replay(BaseHTTPRequestHandler):
 @pytest.fixture
 def server_url() -> Iterator[str]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Replay)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # a short poll: shutdown() waits up to one poll (0.5 s by default)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}"

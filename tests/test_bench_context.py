@@ -3,21 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-PI = Path(sys.executable).parent / "pi"
+from cli_support import pi_inprocess
 
 
 def test_bench_context_prints_contract_rows_and_meets_its_target(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(PI), "bench", "context", "--json", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = pi_inprocess("bench", "context", "--json", "--out", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["bench"] == "context"

@@ -8,42 +8,34 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import Ran, pi_inprocess, pi_process
 from pi_runtime.bench import peers
 
-PI = Path(sys.executable).parent / "pi"
 TURNS = (3, 5)
 ALL_SYSTEMS = ("pi", "pydantic-ai", "openai-agents")
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
-def pi_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PI), "bench", "loop", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=300,
-        check=False,
-    )
+def pi_bench(*args: str, cwd: Path, process: bool = False) -> Ran:
+    """`pi bench loop ARGS` in-process, or with `process` as the console script."""
+    if process:
+        done = pi_process("bench", "loop", *args, cwd=cwd)
+        return Ran(done.returncode, done.stdout, done.stderr)
+    return pi_inprocess("bench", "loop", *args, cwd=cwd)
 
 
-def bench_json(out: Path, *extra: str) -> dict[str, Any]:
+def bench_json(out: Path, *extra: str, process: bool = False) -> dict[str, Any]:
     """Run the bench with `--json`; stdout must be exactly one JSON object."""
     turns = ",".join(str(t) for t in TURNS)
     proc = pi_bench(
-        "--turns", turns, "--repeat", "1", "--json", "--out", str(out), *extra, cwd=out.parent
-    )
+        "--turns", turns, "--repeat", "1", "--json", "--out", str(out), *extra,
+        cwd=out.parent, process=process,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert isinstance(data, dict)
@@ -53,7 +45,7 @@ def bench_json(out: Path, *extra: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def with_peers(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("bench") / "results"
-    return bench_json(out), out
+    return bench_json(out, process=True), out  # the bench as the program users run
 
 
 def test_bench_loop_json_has_the_contract_rows(with_peers: tuple[dict[str, Any], Path]) -> None:

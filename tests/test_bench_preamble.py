@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
-PI = Path(sys.executable).parent / "pi"
+from cli_support import pi_inprocess
+
 METRICS = (
     "text_tokens_before_first_tool_call",
     "time_to_first_tool_call_ms",
@@ -17,12 +16,8 @@ METRICS = (
 
 
 def test_bench_preamble_rows_cover_every_switch_and_report_the_four_metrics(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(PI), "bench", "preamble", "--no-local", "--json", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    done = pi_inprocess(
+        "bench", "preamble", "--no-local", "--json", "--out", str(tmp_path), cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from cli_support import pi_inprocess
 from pi_runtime.bench import qrp as bench
 from pi_runtime.qrp1 import parse
 
@@ -73,10 +74,7 @@ def test_relays_rank_locator_then_qrp_then_json(run: tuple[dict[str, Any], Path]
 
 
 def test_markdown_table_is_printed_without_json(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [str(PI), "bench", "qrp", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+    done = pi_inprocess("bench", "qrp", "--out", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("| case | rows | JSON bytes | QRP1 bytes |")

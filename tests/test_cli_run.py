@@ -1,24 +1,23 @@
-"""`pi run` and `pi trace show` as other programs see them: a subprocess, stdout, exit codes.
+"""`pi run` and `pi trace show` as other programs see them: stdout, stderr, exit codes.
 
-Every case drives the real console script in a scratch directory holding script files and
-a small tools module, so `--tools mytools:TOOLS` imports from the working directory.
+Every case drives the command line in a scratch directory holding script files and a
+small tools module, so `--tools mytools:TOOLS` imports from the working directory. Most
+run in-process (see `cli_support`); a few drive the real console script in a subprocess,
+where stdout is the file descriptor another program reads.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import Ran, pi_inprocess, pi_process
 from pi_runtime.testing import ScriptStep, function_call, text
 
-PI = Path(sys.executable).parent / "pi"
 REPO = Path(__file__).resolve().parents[1]
 PROMPT = "please echo hi"
 
@@ -116,23 +115,13 @@ def write_script(directory: Path, steps: list[ScriptStep], name: str = "script.j
     return name
 
 
-def pi(*args: str, cwd: Path, trace_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {
-        **os.environ,
-        "PI_TRACE_DIR": str(trace_dir or cwd / "traces"),
-        "COLUMNS": "250",  # rich wraps at 80 columns when not on a terminal
-        "NO_COLOR": "1",
-    }
-    return subprocess.run(
-        [str(PI), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
+def pi(*args: str, cwd: Path, trace_dir: Path | None = None, process: bool = False) -> Ran:
+    """`pi ARGS` in `cwd`, in-process, or with `process` as the console script."""
+    env: dict[str, str | None] = {"PI_TRACE_DIR": str(trace_dir or cwd / "traces")}
+    if process:
+        done = pi_process(*args, cwd=cwd, env=env)
+        return Ran(done.returncode, done.stdout, done.stderr)
+    return pi_inprocess(*args, cwd=cwd, env=env)
 
 
 def flat(text: str) -> str:
@@ -141,8 +130,8 @@ def flat(text: str) -> str:
 
 
 def run_script(
-    workdir: Path, steps: list[ScriptStep], *extra: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    workdir: Path, steps: list[ScriptStep], *extra: str, process: bool = False
+) -> tuple[Ran, dict[str, Any]]:
     """`pi run --json` on a script; checks stdout is exactly one contract JSON object."""
     script = write_script(workdir, steps)
     proc = pi(
@@ -155,6 +144,7 @@ def run_script(
         "--json",
         *extra,
         cwd=workdir,
+        process=process,
     )
     assert "Traceback" not in proc.stderr, proc.stderr
     data = json.loads(proc.stdout)  # raises on anything besides one JSON value
@@ -197,7 +187,7 @@ def trace_events(path: str) -> list[dict[str, Any]]:
 
 
 def test_completed_run_prints_one_contract_object_and_exits_0(workdir: Path) -> None:
-    proc, data = run_script(workdir, COMPLETED_SCRIPT)
+    proc, data = run_script(workdir, COMPLETED_SCRIPT, process=True)
 
     assert proc.returncode == 0, proc.stderr
     assert data["status"] == "completed"
@@ -264,6 +254,7 @@ def test_json_stdout_stays_one_object_when_a_tool_prints(workdir: Path) -> None:
         "mytools:CHATTY",
         "--json",
         cwd=workdir,
+        process=True,  # a tool's print must not reach file descriptor 1 either
     )
 
     assert proc.returncode == 0, proc.stderr
@@ -475,7 +466,7 @@ def test_trace_show_names_the_tools_and_the_stop_reason(workdir: Path) -> None:
     steps, extra = GUARD_CASES["consecutive_errors"]
     _, data = run_script(workdir, steps, *extra)
 
-    proc = pi("trace", "show", data["trace"], cwd=workdir)
+    proc = pi("trace", "show", data["trace"], cwd=workdir, process=True)
 
     assert proc.returncode == 0, proc.stderr
     out = flat(proc.stdout)
@@ -528,6 +519,7 @@ def test_make_demo_command_completes(tmp_path: Path) -> None:
         "--json",
         cwd=REPO,
         trace_dir=tmp_path,
+        process=True,  # what `make demo` runs
     )
 
     assert proc.returncode == 0, proc.stderr

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from pi_runtime.cli import app
@@ -29,6 +30,27 @@ def test_importing_the_cli_leaves_the_runtime_unloaded() -> None:
     )
 
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["trace", "show", "--help"]])
+def test_help_leaves_the_runtime_unloaded(argv: list[str]) -> None:
+    # typer coerces an absent --help flag of a group through pydantic unless it is False
+    code = (
+        f"import sys, contextlib, io; sys.argv = ['pi', *{argv!r}]\n"
+        "from pi_runtime.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": SRC, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    assert done.stdout.strip() == "[]", done.stderr
 
 
 def test_the_cli_spells_the_qrp_kinds_as_the_codec_does() -> None:

@@ -89,7 +89,8 @@ def _handler(server: Server) -> type[BaseHTTPRequestHandler]:
 def server() -> Iterator[Server]:
     state = Server()
     http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    # a short poll: shutdown() waits up to one poll (0.5 s by default)
+    thread = threading.Thread(target=http.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     state.url = f"http://127.0.0.1:{http.server_address[1]}"
     try:

@@ -82,7 +82,8 @@ def serve() -> Iterator[Any]:
     def start(body: bytes) -> str:
         handler = type("Handler", (_Stream,), {"body": body})
         server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # a short poll: shutdown() waits up to one poll (0.5 s by default)
+        threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True).start()
         servers.append(server)
         return f"http://127.0.0.1:{server.server_address[1]}"
 

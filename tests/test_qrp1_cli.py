@@ -1,22 +1,40 @@
-"""`pi qrp encode` / `pi qrp decode` as other programs use them: stdin, stdout, exit codes."""
+"""`pi qrp encode` / `pi qrp decode` as other programs use them: stdin, stdout, exit codes.
+
+Most cases run in-process through typer's runner (bytes in, bytes out); the pipe of
+lone surrogates also goes through the real console script."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
-PI = Path(sys.executable).parent / "pi"
+from cli_support import PI
+from pi_runtime.cli import app
 
 
-def pi_qrp(*args: str, stdin: bytes) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [str(PI), "qrp", *args], input=stdin, capture_output=True, timeout=120, check=False
-    )
+@dataclass(frozen=True)
+class Piped:
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def pi_qrp(*args: str, stdin: bytes, process: bool = False) -> Piped:
+    """`pi qrp ARGS` with `stdin`, in-process or with `process` as the console script."""
+    if process:
+        done = subprocess.run(
+            [str(PI), "qrp", *args], input=stdin, capture_output=True, timeout=120, check=False
+        )
+        return Piped(done.returncode, done.stdout, done.stderr)
+    result = CliRunner().invoke(app, ["qrp", *args], input=stdin)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return Piped(result.exit_code, result.stdout_bytes, result.stderr_bytes)
 
 
 def compact(value: Any) -> str:
@@ -62,11 +80,13 @@ def test_kind_and_series_options_reach_the_header() -> None:
     assert json.loads(pi_qrp("decode", stdin=encoded.stdout).stdout) == rows
 
 
-def test_lone_surrogates_survive_the_pipe() -> None:
-    encoded = pi_qrp("encode", "--kind", "text", stdin=b'"a\\ud800b"')
+@pytest.mark.parametrize("process", [False, True], ids=["in-process", "console-script"])
+def test_lone_surrogates_survive_the_pipe(process: bool) -> None:
+    encoded = pi_qrp("encode", "--kind", "text", stdin=b'"a\\ud800b"', process=process)
     assert encoded.returncode == 0, encoded.stderr.decode()
     assert encoded.stdout == b'QRP1|text|body=json\n"a\\ud800b"\n'
-    assert pi_qrp("decode", stdin=encoded.stdout).stdout == b'"a\\ud800b"\n'
+    decoded = pi_qrp("decode", stdin=encoded.stdout, process=process)
+    assert decoded.stdout == b'"a\\ud800b"\n'
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,7 @@ import httpx2
 import openai
 import pytest
 
+from cli_support import Ran, pi_inprocess, pi_process
 from pi_runtime import Agent, ModelError, RunResult, ToolCall, ToolError, UserError, tool
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.models import resolve_model
@@ -69,7 +69,8 @@ def server_port(request: pytest.FixtureRequest) -> Iterator[int]:
     port = server.server_address[1]
     # what a proxy would echo: the URL it was reached at, credentials and all
     server.url = f"http://user:{PASSWORD}@127.0.0.1:{port}/v1?api_key={SERVER_KEY}"  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # a short poll: shutdown() waits up to one poll (0.5 s by default)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield port
@@ -161,20 +162,15 @@ def test_a_tool_exception_carrying_the_key_reaches_neither_the_model_nor_the_tra
 
 def test_pi_run_prints_no_credentials_on_stderr(server_port: int, tmp_path: Path) -> None:
     url = f"http://user:{PASSWORD}@127.0.0.1:{server_port}/v1?api_key={SERVER_KEY}"
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "NO_COLOR": "1", "COLUMNS": "250"}
-    command = [str(Path(sys.executable).parent / "pi"), "run", "hello", "--base-url", url]
-    for as_json in ([], ["--json"]):
-        done = subprocess.run(
-            [*command, "--trace-dir", str(tmp_path), *as_json],
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            env=env,
-            timeout=120,
-            check=False,
-        )
-        assert done.returncode == 1, done.stderr
-        assert_no_secret(done.stdout, done.stderr)
+    env: dict[str, str | None] = {"OPENAI_API_KEY": OPENAI_KEY}
+    args = ["run", "hello", "--base-url", url, "--trace-dir", str(tmp_path)]
+    # human output in-process; --json as the console script, where stdout is fd 1
+    done: Ran | subprocess.CompletedProcess[str] = pi_inprocess(*args, cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr
+    assert_no_secret(done.stdout, done.stderr)
+    done = pi_process(*args, "--json", cwd=tmp_path, env=env)
+    assert done.returncode == 1, done.stderr
+    assert_no_secret(done.stdout, done.stderr)
     for trace in tmp_path.glob("*"):
         assert_no_secret(trace.read_text(encoding="utf-8"))
 
@@ -184,17 +180,10 @@ def test_a_session_refuses_to_store_credentials_from_the_base_url(
 ) -> None:
     url = f"http://user:{PASSWORD}@127.0.0.1:{server_port}/v1?api_key={SERVER_KEY}"
     db = tmp_path / "pi.db"
-    env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "NO_COLOR": "1"}
-    command = [str(Path(sys.executable).parent / "pi"), "run", "hello", "--base-url", url]
-    done = subprocess.run(
-        [*command, "--session", "s1", "--db", f"sqlite:///{db}", "--trace-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        env=env,
-        timeout=120,
-        check=False,
-    )
+    done = pi_inprocess(
+        "run", "hello", "--base-url", url, "--session", "s1", "--db", f"sqlite:///{db}",
+        "--trace-dir", str(tmp_path), cwd=tmp_path, env={"OPENAI_API_KEY": OPENAI_KEY},
+    )  # fmt: skip
     assert done.returncode == 2
     assert "holds credentials" in done.stderr
     assert_no_secret(done.stdout, done.stderr)

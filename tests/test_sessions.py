@@ -2,7 +2,8 @@
 PostgreSQL: `pi run --session`, `pi worker`, `pi session show|cancel`, and the races the
 seed names — a cancelled wait, a job done before its wait, an unconfirmable side effect.
 
-CLI cases drive the real console script; in-process cases use the same `Worker` class
+CLI cases drive the command line in-process (the worker of the end-to-end case runs as
+the real console script, in a process of its own); in-process cases use the same `Worker` class
 with the test's fake clock, so lease expiry needs no sleeping.
 """
 
@@ -10,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_support import Ran, pi_inprocess, pi_process
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
@@ -27,7 +26,6 @@ from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
 
-PI = Path(sys.executable).parent / "pi"
 REPO = Path(__file__).resolve().parents[1]
 JOBS_SCRIPT = REPO / "examples" / "jobs" / "script.json"
 JOBS_TOOLS = "examples.jobs.tools:TOOLS"
@@ -61,11 +59,13 @@ TRADING = [place_order]
 HALTING = [place_order, halt_trading]
 
 
-def pi(*args: str, cwd: Path = REPO, tmp: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PI_TRACE_DIR": str(tmp / "traces"), "COLUMNS": "250", "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PI), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
-    )
+def pi(*args: str, cwd: Path = REPO, tmp: Path, process: bool = False) -> Ran:
+    """`pi ARGS` in-process, or with `process` as the console script in a process of its own."""
+    env: dict[str, str | None] = {"PI_TRACE_DIR": str(tmp / "traces")}
+    if process:
+        done = pi_process(*args, cwd=cwd, env=env)
+        return Ran(done.returncode, done.stdout, done.stderr)
+    return pi_inprocess(*args, cwd=cwd, env=env)
 
 
 def show(db_url: str, session_id: str, tmp: Path) -> dict[str, Any]:
@@ -148,7 +148,8 @@ def test_background_tool_awaits_then_a_worker_delivers_and_the_session_completes
     ]
     assert call_id not in {m.get("tool_call_id") for m in view["messages"]}
 
-    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path)
+    # the worker in a process of its own, as deployed
+    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path, process=True)
     assert worked.returncode == 0, worked.stderr
     stats = json.loads(worked.stdout)
     assert (stats["jobs"], stats["deliveries"], stats["runs"]) == (

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
+from typer.core import TyperGroup
 
 from .bench import bench_app
 from .qrp import qrp_app
@@ -13,13 +15,30 @@ from .session import session_app
 from .trace import trace_app
 from .worker import worker_command
 
-app = typer.Typer(help="Pi: a guarded agent runtime.", no_args_is_help=True, add_completion=False)
+
+class _Group(TyperGroup):
+    """A command group whose `--help` flag defaults to False, not None.
+
+    Typer coerces a non-bool value through a pydantic adapter, so an absent help flag
+    (None) imported pydantic on every subcommand: `pi run --help` paid for it.
+    """
+
+    def get_help_option(self, ctx: Any) -> Any:
+        option = super().get_help_option(ctx)
+        if option is not None and option.default is None:
+            option.default = False
+        return option
+
+
+app = typer.Typer(
+    help="Pi: a guarded agent runtime.", no_args_is_help=True, add_completion=False, cls=_Group
+)
 app.command("run")(run_command)
-app.add_typer(trace_app, name="trace")
-app.add_typer(bench_app, name="bench")
-app.add_typer(qrp_app, name="qrp")
+app.add_typer(trace_app, name="trace", cls=_Group)
+app.add_typer(bench_app, name="bench", cls=_Group)
+app.add_typer(qrp_app, name="qrp", cls=_Group)
 app.command("worker")(worker_command)
-app.add_typer(session_app, name="session")
+app.add_typer(session_app, name="session", cls=_Group)
 
 
 def main() -> None:
