@@ -21,16 +21,23 @@ class FunctionModel:
 
     The function (plain or async) returns a `ModelResponse`, or a dict in the script-step
     shape (`{"text": ..., "tool_calls": [...]}`) for brevity.
+
+    `keep_calls=False` keeps no copies: a copy holds the whole conversation, so keeping
+    one per call makes a long run quadratic (a benchmark measures the runtime, not that).
     """
 
-    def __init__(self, function: ModelFunction, *, name: str | None = None) -> None:
+    def __init__(
+        self, function: ModelFunction, *, name: str | None = None, keep_calls: bool = True
+    ) -> None:
         self.function = function
         self.name = name or f"function:{getattr(function, '__name__', 'anonymous')}"
+        self.keep_calls = keep_calls
         self.calls: list[ModelRequest] = []
-        """A detached copy of each request, in order."""
+        """A detached copy of each request, in order (none when `keep_calls` is off)."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.calls.append(copy.deepcopy(request))
+        if self.keep_calls:
+            self.calls.append(copy.deepcopy(request))
         result = self.function(request)
         if inspect.isawaitable(result):
             result = await result
