@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -47,8 +48,10 @@ class FunctionModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.complete(request)
-        async for event in stream_response(response):
-            yield event
+        # closing the inner stream with this one spares the loop a finaliser wake-up
+        async with contextlib.aclosing(stream_response(response)) as events:
+            async for event in events:
+                yield event
 
     async def aclose(self) -> None:
         return None
