@@ -255,7 +255,8 @@ class Driver:
             latency = (time.perf_counter() - began) * 1000
             answer = t.within_output_limit(response.to_message())
             usage, source = self._usage(answer, counted_input)
-            answer = replace(answer, usage=usage)
+            if usage is not answer.usage:  # the provider's own figures: nothing to replace
+                answer = replace(answer, usage=usage)
             self.emit(
                 ModelResponded(
                     turn=request.step,
