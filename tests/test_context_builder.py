@@ -166,6 +166,25 @@ def test_runtime_block_is_not_recounted_every_turn() -> None:
     assert counter.texts == [message_text(m) for m in turn2[len(turn1) :]]
 
 
+def test_other_tools_on_a_later_turn_are_counted_as_offered() -> None:
+    # the tools' text is kept between turns; retrieval may offer other tools each turn
+    other = ToolDefinition(
+        name="search", description="Search every page for a phrase.", parameters=FETCH.parameters
+    )
+    builder = ContextBuilder()
+    messages = conversation(1, n_rows=5)
+
+    def tools_layer(tools: tuple[ToolDefinition, ...]) -> int:
+        built = asyncio.run(builder.build(system="s", tools=tools, messages=messages, anchor=0))
+        return built.layers["tools"]
+
+    one, both, none = tools_layer((FETCH,)), tools_layer((FETCH, other)), tools_layer(())
+
+    assert one < both
+    assert none == 0
+    assert tools_layer((FETCH,)) == one
+
+
 def test_rewritten_history_is_recounted_from_the_first_changed_message() -> None:
     counter = CountingCounter()
     builder = ContextBuilder(counter=counter)

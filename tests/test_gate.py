@@ -485,6 +485,52 @@ def test_sync_tool_running_past_its_timeout_reports_timeout() -> None:
     assert "0.05" in error["message"]
 
 
+def test_an_async_tool_runs_in_the_callers_task() -> None:
+    # no task of its own per call: the loop's per-turn overhead stays small
+    seen: list[asyncio.Task[Any] | None] = []
+
+    @tool(timeout_s=5, retries=0)
+    async def where(x: int) -> str:
+        seen.append(asyncio.current_task())
+        return "here"
+
+    async def scenario() -> tuple[ToolOutcome, asyncio.Task[Any] | None]:
+        return await make_gate(where).run(call("where", '{"x": 1}')), asyncio.current_task()
+
+    outcome, caller = run_coro(scenario())
+
+    assert outcome.message.content == "here"
+    assert seen == [caller]
+
+
+def test_a_tools_own_timeout_error_is_its_failure_not_the_deadline() -> None:
+    @tool(timeout_s=5, retries=0)
+    async def fetch(url: str) -> str:
+        raise TimeoutError("upstream read timed out")
+
+    outcome = run(make_gate(fetch), call("fetch", '{"url": "u"}'))
+
+    error = error_of(outcome)
+    assert "upstream read timed out" in error["message"]
+    assert "did not finish within" not in error["message"]
+
+
+def test_a_tool_that_swallows_its_cancellation_still_timed_out() -> None:
+    @tool(timeout_s=0.05, retries=0)
+    async def stubborn(x: int) -> str:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            return "finished anyway"
+        return "never"
+
+    outcome = run(make_gate(stubborn), call("stubborn", '{"x": 1}'))
+
+    error = error_of(outcome)
+    assert error["kind"] == "timeout"
+    assert "0.05" in error["message"]
+
+
 def test_timeout_is_retried_like_any_transient_failure() -> None:
     starts: list[int] = []
 

@@ -54,6 +54,16 @@ def test_function_model_records_snapshots_too() -> None:
     assert [call.tools[0].parameters for call in model.calls] == [{"type": "object"}]
 
 
+def test_function_model_without_keep_calls_keeps_no_copies() -> None:
+    # a copy per call holds the whole conversation: a long run would grow quadratically
+    model = FunctionModel(lambda request: {"text": "ok"}, keep_calls=False)
+
+    response = asyncio.run(model.complete(request_with_tool({"type": "object"})))
+
+    assert response.to_message().text == "ok"
+    assert model.calls == []
+
+
 def test_assert_complete_names_the_steps_never_asked_for() -> None:
     model = ScriptedModel([text("one"), text("two"), text("three")])
     Agent(model, trace_dir=False).run_sync("hi")

@@ -2,6 +2,8 @@
 
 Workload: one trivial async tool `noop(i) -> i`; the model calls it on turns 1..T-1 and answers
 on turn T; the model does no work. Per-turn overhead = wall time of the run / T.
+Like the peers' scripted models (bench/peers.py), Pi's keeps no copies of the requests
+and reports a fixed usage of one token in, one out.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import time
 from typing import Any
 
 from ..loop import Agent, Limits
-from ..messages import TextBlock, ToolCall
+from ..messages import TextBlock, ToolCall, Usage
 from ..models import ModelRequest, ModelResponse
 from ..testing import FunctionModel
 from ..tools import tool
@@ -31,12 +33,16 @@ async def noop(i: int) -> int:
 def _respond(turns: int) -> Any:
     def respond(request: ModelRequest) -> ModelResponse:
         step = request.step
+        usage = Usage(input_tokens=1, output_tokens=1)
         if step + 1 >= turns:
-            return ModelResponse(content=(TextBlock(text="done"),), finish_reason="stop")
+            return ModelResponse(
+                content=(TextBlock(text="done"),), finish_reason="stop", usage=usage
+            )
         raw = f'{{"i":{step}}}'
         return ModelResponse(
             content=(ToolCall(id=f"c{step}", name="noop", raw=raw, arguments={"i": step}),),
             finish_reason="tool_calls",
+            usage=usage,
         )
 
     return respond
@@ -45,7 +51,7 @@ def _respond(turns: int) -> Any:
 def run_pi(turns: int, *, trace_dir: str) -> float:
     """Per-turn overhead of Pi in µs (traces written, as in normal use)."""
     agent = Agent(
-        FunctionModel(_respond(turns)),
+        FunctionModel(_respond(turns), keep_calls=False),
         tools=[noop],
         # overhead, not guards, is measured: a 1,000-turn run re-reads a growing context
         # past the default token budget, and may take longer than the default clock

@@ -176,6 +176,7 @@ class ContextBuilder:
         self._sums: list[int] = [0]  # prefix sums of _counts: any total is O(1)
         self._fixed: dict[str, int] = {}
         self._summaries: dict[int, str] = {}
+        self._tools: tuple[Sequence[ToolDefinition], str] | None = None
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
@@ -194,6 +195,17 @@ class ContextBuilder:
             self._seen.append(message)
             self._sums.append(self._sums[-1] + size)
         return self._counts
+
+    def _tools_text(self, tools: Sequence[ToolDefinition]) -> str:
+        # a run offers the very same tools every turn: written out once, not per call
+        if self._tools is not None and self._tools[0] is tools:
+            return self._tools[1]
+        text = json.dumps(
+            [t.parameters | {"name": t.name, "description": t.description} for t in tools],
+            sort_keys=True,
+        )
+        self._tools = (tools, text)
+        return text
 
     def _fixed_count(self, key: str, text: str) -> int:
         if key not in self._fixed:
@@ -215,10 +227,7 @@ class ContextBuilder:
         cache-stable prefix (system + tools).
         """
         counts = self.count(messages)
-        tools_text = json.dumps(
-            [t.parameters | {"name": t.name, "description": t.description} for t in tools],
-            sort_keys=True,
-        )
+        tools_text = self._tools_text(tools)
         layers = {
             "system": self._fixed_count("system:" + system, system),
             "tools": self._fixed_count("tools:" + tools_text, tools_text) if tools else 0,

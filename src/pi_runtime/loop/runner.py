@@ -80,14 +80,16 @@ class Driver:
         self.started = time.perf_counter()
         clock = self.limits.wall_clock_s
         deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
-        while self.state.phase != "done":
-            try:
-                async with asyncio.timeout_at(deadline):
+        try:
+            # one clock for the whole run, not one per transition: entering a timeout
+            # costs a timer each time, and the deadline is the same for every transition
+            async with asyncio.timeout_at(deadline):
+                while self.state.phase != "done":
                     self.state = await self._advance(self.state)
-            except TimeoutError:
-                self.state = self._apply(
-                    t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
-                )
+        except TimeoutError:
+            self.state = self._apply(
+                t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
+            )
         return self.state
 
     async def _advance(self, state: RunState) -> RunState:
@@ -253,7 +255,8 @@ class Driver:
             latency = (time.perf_counter() - began) * 1000
             answer = t.within_output_limit(response.to_message())
             usage, source = self._usage(answer, counted_input)
-            answer = replace(answer, usage=usage)
+            if usage is not answer.usage:  # the provider's own figures: nothing to replace
+                answer = replace(answer, usage=usage)
             self.emit(
                 ModelResponded(
                     turn=request.step,
@@ -290,29 +293,37 @@ class Driver:
     async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
         first_tool_at: float | None = None
         live = self.live
-        async for event in self.model.stream(request):
-            if isinstance(event, ResponseDone):
-                # any Model's answer, a user's own included, enters the run as writable text
-                response = repair_response(event.response)
-                if first_tool_at is None and response.tool_calls:
-                    first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                return response, first_tool_at
-            if isinstance(event, ToolCallDelta):
-                if first_tool_at is None:
-                    first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                if live is not None:
-                    live(
-                        ModelDelta(
-                            turn=request.step,
-                            delta=event.arguments_delta or (event.name or ""),
-                            channel="tool_call",
+        stream = self.model.stream(request)
+        try:
+            async for event in stream:
+                if isinstance(event, ResponseDone):
+                    # any Model's answer, a user's own included, enters the run as writable text
+                    response = repair_response(event.response)
+                    if first_tool_at is None and response.tool_calls:
+                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
+                    return response, first_tool_at
+                if isinstance(event, ToolCallDelta):
+                    if first_tool_at is None:
+                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
+                    if live is not None:
+                        live(
+                            ModelDelta(
+                                turn=request.step,
+                                delta=event.arguments_delta or (event.name or ""),
+                                channel="tool_call",
+                            )
                         )
-                    )
-            elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
-                if isinstance(event, TextDelta):
-                    live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
-                else:
-                    live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
+                elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
+                    if isinstance(event, TextDelta):
+                        live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
+                    else:
+                        live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
+        finally:
+            # closed here, not by the garbage collector: its finaliser hook would wake the
+            # event loop through its self-pipe, a system call and a loop pass per model call
+            close = getattr(stream, "aclose", None)
+            if close is not None:
+                await close()
         raise ModelError(f"model {self.model.name!r} ended its stream without a response")
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:

@@ -91,16 +91,30 @@ def repair_fields(record: _Record) -> _Record:
     repaired; returns the very object when nothing needed repair. Repair a message before
     pydantic dumps it: pydantic turns a surrogate in a dict key into one U+FFFD per byte.
     """
+    kind = type(record)
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(record))
     changes: dict[str, Any] = {}
-    for f in fields(record):
-        value = getattr(record, f.name)
+    for name in names:
+        value = getattr(record, name)
         fixed = _repair_field(value)
         if fixed is not value:
-            changes[f.name] = fixed
+            changes[name] = fixed
     return replace(record, **changes) if changes else record
 
 
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+"""Field names per dataclass: every model answer is repaired, so `fields()` is looked up once."""
+_PLAIN = (type(None), bool, int, float)
+
+
 def _repair_field(value: Any) -> Any:
+    # the common cases first: the run repairs every model answer
+    if type(value) is str:
+        return repair_text(value)
+    if type(value) in _PLAIN:
+        return value
     if is_dataclass(value) and not isinstance(value, type):
         return repair_fields(value)
     if isinstance(value, tuple):

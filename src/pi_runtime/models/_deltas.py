@@ -6,7 +6,7 @@ as a provider would stream them, and by every adapter that parses tool arguments
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 from ..messages import TextBlock, ThinkingBlock, ToolCall, parse_object
@@ -18,7 +18,7 @@ def parse_arguments(raw: str) -> dict[str, Any] | None:
     return parse_object(raw)[0]
 
 
-async def stream_response(response: ModelResponse) -> AsyncIterator[StreamEvent]:
+async def stream_response(response: ModelResponse) -> AsyncGenerator[StreamEvent, None]:
     """Replay a complete response as the deltas a streaming provider would send."""
     index = 0
     for block in response.content:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,16 +22,23 @@ class FunctionModel:
 
     The function (plain or async) returns a `ModelResponse`, or a dict in the script-step
     shape (`{"text": ..., "tool_calls": [...]}`) for brevity.
+
+    `keep_calls=False` keeps no copies: a copy holds the whole conversation, so keeping
+    one per call makes a long run quadratic (a benchmark measures the runtime, not that).
     """
 
-    def __init__(self, function: ModelFunction, *, name: str | None = None) -> None:
+    def __init__(
+        self, function: ModelFunction, *, name: str | None = None, keep_calls: bool = True
+    ) -> None:
         self.function = function
         self.name = name or f"function:{getattr(function, '__name__', 'anonymous')}"
+        self.keep_calls = keep_calls
         self.calls: list[ModelRequest] = []
-        """A detached copy of each request, in order."""
+        """A detached copy of each request, in order (none when `keep_calls` is off)."""
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.calls.append(copy.deepcopy(request))
+        if self.keep_calls:
+            self.calls.append(copy.deepcopy(request))
         result = self.function(request)
         if inspect.isawaitable(result):
             result = await result
@@ -40,8 +48,10 @@ class FunctionModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.complete(request)
-        async for event in stream_response(response):
-            yield event
+        # closing the inner stream with this one spares the loop a finaliser wake-up
+        async with contextlib.aclosing(stream_response(response)) as events:
+            async for event in events:
+                yield event
 
     async def aclose(self) -> None:
         return None

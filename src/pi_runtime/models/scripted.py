@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 from collections.abc import AsyncIterator, Sequence
@@ -149,8 +150,10 @@ class ScriptedModel:
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         response = await self.complete(request)
-        async for event in stream_response(response):
-            yield event
+        # closing the inner stream with this one spares the loop a finaliser wake-up
+        async with contextlib.aclosing(stream_response(response)) as events:
+            async for event in events:
+                yield event
 
     async def aclose(self) -> None:
         return None

@@ -140,14 +140,20 @@ async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
     work = spec.function(**kwargs) if spec.is_async else in_daemon_thread(spec.function, **kwargs)
     if spec.timeout_s is None:
         return await work
-    task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=spec.timeout_s)
-    if task in done:
-        return task.result()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-    raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s")
+    # awaited in the caller's task, not a task of its own: no task and no extra loop
+    # passes per call; past the timeout the tool is cancelled all the same
+    deadline = asyncio.timeout(spec.timeout_s)
+    try:
+        async with deadline:
+            value = await work
+    except TimeoutError:
+        if not deadline.expired():
+            raise  # the tool's own TimeoutError: the tool's failure, classified as such
+        raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s") from None
+    if deadline.expired():
+        # the tool swallowed its cancellation and returned: it still ran past its time
+        raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s")
+    return value
 
 
 async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
