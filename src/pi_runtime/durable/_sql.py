@@ -76,25 +76,35 @@ class SqlStore:
         return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
     def _do(self, op: Callable[[Tx], T], *, read: bool = False) -> T:
-        """Run `op` in one transaction, rerunning it whole on a transient conflict."""
+        """Run `op` in one transaction, rerunning it whole on a transient conflict, or
+        when the server dropped the connection before anything could have committed."""
         for attempt in range(_RETRIES):
+            committing = False
             try:
                 with self._engine.connect() as conn:
                     if read:
                         conn = conn.execution_options(**{READ_ONLY: True})
-                    with conn.begin():
-                        return op(Tx(conn, self._clock(), self.row_locks))
+                    with conn.begin() as tx:
+                        done = op(Tx(conn, self._clock(), self.row_locks))
+                        committing = True
+                        tx.commit()
+                        return done
             except IntegrityError as exc:
                 raise Conflict(
                     f"the write conflicts with stored data: {reason(exc, self._target)}"
                 ) from exc
-            except OperationalError as exc:
-                if self._transient(exc) and attempt + 1 < _RETRIES:
+            except DBAPIError as exc:
+                last = attempt + 1 == _RETRIES
+                # A dropped connection (a server restart) fails the first statement on
+                # it: rerun on a fresh one. Never when the commit itself failed (it may
+                # have happened).
+                if exc.connection_invalidated and not committing and not last:
+                    continue
+                if isinstance(exc, OperationalError) and self._transient(exc) and not last:
                     time.sleep(0.01 * 2**attempt)
                     continue
-                raise StoreUnavailable(f"database {self.url}: {reason(exc, self._target)}") from exc
-            except DBAPIError as exc:
-                raise StoreError(f"database {self.url}: {reason(exc, self._target)}") from exc
+                kind = StoreUnavailable if isinstance(exc, OperationalError) else StoreError
+                raise kind(f"database {self.url}: {reason(exc, self._target)}") from exc
         raise AssertionError("unreachable")
 
     def ping(self) -> None:
