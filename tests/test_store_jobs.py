@@ -4,12 +4,16 @@ surviving a dropped connection."""
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+
 import pytest
 
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import PgCluster
 from pi_runtime.bench.pgtemp import admin
-from pi_runtime.durable import Store
+from pi_runtime.durable import JobRecord, OutboxEvent, RunRecord, Store
+from pi_runtime.messages import ToolResultMessage
 
 
 def test_a_connection_the_server_dropped_is_replaced_without_an_error(
@@ -27,3 +31,45 @@ def test_a_connection_the_server_dropped_is_replaced_without_an_error(
     )
     assert store.get_session(session.id) == store.get_session(session.id)
     store.create_session("s2")
+
+
+def test_claim_work_takes_events_then_runs_then_jobs(store: Store) -> None:
+    session = store.create_session("s1")
+    run = store.create_run(session.id, owner="user", lease_s=30)
+    first = store.enqueue_job("compute", {"n": 1}, session_id=session.id, tool_call_id="c1")
+    second = store.enqueue_job("compute", {"n": 2}, session_id=session.id, tool_call_id="c2")
+    claimed = store.claim_work("w", lease_s=30)
+    assert isinstance(claimed, JobRecord) and claimed.id == first.id
+    store.complete_job(first.id, "w", {"ok": 1})
+    store.finish_run(run.id, owner="user", status="awaiting", stop_reason="awaiting",
+                     waits=[("c1", first.id), ("c2", second.id)])  # fmt: skip
+    event = store.claim_work("w", lease_s=30)  # the event first, though a job is queued
+    assert isinstance(event, OutboxEvent) and event.job_id == first.id
+    store.deliver(event.id, ToolResultMessage(tool_call_id="c1", name="compute", content="1"))
+    job = store.claim_work("w", lease_s=30)
+    assert isinstance(job, JobRecord) and job.id == second.id
+    store.complete_job(second.id, "w", {"ok": 2})
+    event = store.claim_work("w", lease_s=30)
+    assert isinstance(event, OutboxEvent)
+    delivered = store.deliver(
+        event.id, ToolResultMessage(tool_call_id="c2", name="compute", content="2")
+    )
+    assert delivered.continuation is not None
+    continuation = store.claim_work("w", lease_s=30)
+    assert isinstance(continuation, RunRecord) and continuation.id == delivered.continuation.id
+    assert store.claim_work("w", lease_s=30) is None
+
+
+def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
+    store_factory: Callable[..., Store], db_url: str
+) -> None:
+    store = store_factory(busy_timeout_s=0.2)
+    if store.backend != "sqlite":
+        pytest.skip("PostgreSQL claims take row locks, not a database-wide write lock")
+    writer = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # someone else is writing, for a long time
+        assert store.claim_work("idle-worker", lease_s=30) is None
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()

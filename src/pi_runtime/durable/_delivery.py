@@ -8,9 +8,10 @@ nothing but the event's own `outcome`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, exists, or_, select
+from sqlalchemy import ColumnElement, Row, and_, exists, or_, select
 
 from ..exceptions import UserError
 from ..messages import (
@@ -26,6 +27,18 @@ from .errors import Conflict, NotFound
 from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
 
 
+def _free(now: datetime) -> ColumnElement[bool]:
+    return and_(
+        t.outbox.c.delivered_at.is_(None),
+        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < now),
+    )
+
+
+def claimable_events(now: datetime) -> ColumnElement[bool]:
+    """Events a claim may take: undelivered, not leased, and awaited."""
+    return and_(_free(now), exists().where(t.waits.c.job_id == t.outbox.c.job_id))
+
+
 def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     """Take the oldest undelivered event that a wait is registered for.
 
@@ -34,13 +47,11 @@ def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    free = and_(
-        t.outbox.c.delivered_at.is_(None),
-        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < tx.now),
-    )
-    awaited = exists().where(t.waits.c.job_id == t.outbox.c.job_id)
+    free = _free(tx.now)
     candidate = tx.conn.execute(
-        tx.skip_locked(select(t.outbox.c.id).where(free, awaited).order_by(t.outbox.c.id).limit(1))
+        tx.skip_locked(
+            select(t.outbox.c.id).where(claimable_events(tx.now)).order_by(t.outbox.c.id).limit(1)
+        )
     ).one_or_none()
     if candidate is None:
         return None

@@ -6,9 +6,10 @@ event in the same transaction, so a result can never exist without its notice.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..exceptions import UserError
@@ -119,6 +120,14 @@ def _same_call(job: JobRecord, tool: str, arguments: dict[str, Any]) -> JobRecor
     return job
 
 
+def claimable_jobs(now: datetime) -> ColumnElement[bool]:
+    """Jobs a claim may take: queued, or running under a lease that ran out."""
+    return or_(
+        t.jobs.c.status == "queued",
+        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < now),
+    )
+
+
 def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     """Take the oldest queued job, or one whose holder's lease expired.
 
@@ -127,10 +136,7 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    claimable = or_(
-        t.jobs.c.status == "queued",
-        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < tx.now),
-    )
+    claimable = claimable_jobs(tx.now)
     for _ in range(_MAX_SWEEP):
         # One row at a time: locking a batch would hide the rest from other claimers.
         row = tx.conn.execute(

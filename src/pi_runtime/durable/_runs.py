@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import Message
@@ -83,6 +84,14 @@ def create_run(
     return _require_run(tx, run_id)
 
 
+def claimable_runs(now: datetime) -> ColumnElement[bool]:
+    """Runs a claim may take: queued, or running under a lease that ran out."""
+    return or_(
+        t.runs.c.status == "queued",
+        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < now),
+    )
+
+
 def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecord | None:
     """Take the oldest queued run, or one whose holder's lease expired (it died mid-run).
 
@@ -90,10 +99,7 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    claimable = or_(
-        t.runs.c.status == "queued",
-        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < tx.now),
-    )
+    claimable = claimable_runs(tx.now)
     busy: list[str] = []
     for _ in range(_MAX_SWEEP):
         query = select(t.runs.c.id, t.runs.c.session_id).where(claimable)

@@ -15,7 +15,7 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
 from ..messages import Message, ToolResultMessage
-from . import _data, _delivery, _jobs, _runs, _sessions, _waits
+from . import _claims, _data, _delivery, _jobs, _runs, _sessions, _waits
 from ._engine import READ_ONLY, Target, reason
 from ._tx import Tx
 from .errors import Conflict, StoreError, StoreUnavailable
@@ -266,6 +266,13 @@ class SqlStore:
     ) -> JobRecord:
         status = "outcome_unknown" if outcome_unknown else "failed"
         return self._do(lambda tx: _jobs.fail(tx, job_id, owner, error, status))
+
+    def claim_work(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> OutboxEvent | RunRecord | JobRecord | None:
+        if not self.row_locks and not self._do(_claims.anything_claimable, read=True):
+            return None  # SQLite: an idle look reads, and leaves the write lock to others
+        return self._do(lambda tx: _claims.claim_work(tx, owner, lease_s, max_attempts))
 
     # Waits and the outbox
 

@@ -187,6 +187,14 @@ class Store(Protocol):
         """`failed` (or `outcome_unknown`), with its `failed` outbox event, together."""
         ...
 
+    def claim_work(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> OutboxEvent | RunRecord | JobRecord | None:
+        """The most urgent work, under a lease: an outbox event (`claim_outbox_event`),
+        else a run (`claim_run`, `max_attempts` as there), else a job (`claim_job`).
+        One transaction; where nothing is claimable no row is written or locked."""
+        ...
+
     # Waits and the outbox
 
     def register_wait(

@@ -205,12 +205,8 @@ class Worker:
         return work is not None
 
     def _claim(self, owner: str) -> OutboxEvent | RunRecord | JobRecord | None:
-        """The next work, most urgent first (one thread hop for all three looks)."""
-        return (
-            self.store.claim_outbox_event(owner, lease_s=self.lease_s)
-            or self.store.claim_run(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
-            or self.store.claim_job(owner, lease_s=self.lease_s)
-        )
+        """The next work, most urgent first (one transaction for all three looks)."""
+        return self.store.claim_work(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
 
     async def _guarded(self, work: Any, *, release: Any) -> None:
         """Run `work`; if it is cancelled (a drain ran out of time), release its lease so
