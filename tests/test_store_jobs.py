@@ -73,3 +73,27 @@ def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
         writer.execute("ROLLBACK")
     finally:
         writer.close()
+
+
+def test_listening_workers_are_told_of_new_work(store: Store) -> None:
+    watch = store.watch()
+    if store.backend == "sqlite":
+        assert watch is None  # SQLite workers poll (with reads only)
+        return
+    assert watch is not None
+    try:
+        assert watch.wait(0.01) is False  # listening now; nothing happened yet
+        session = store.create_session("s1")
+        store.get_session(session.id)
+        assert watch.wait(0.05) is False  # no work was made
+        run = store.create_run(session.id, owner="user", lease_s=30)
+        job = store.enqueue_job("compute", {}, session_id=session.id, tool_call_id="c1")
+        assert watch.wait(10) is True  # a job was queued
+        store.claim_work("w", lease_s=30)
+        store.complete_job(job.id, "w", {"ok": True})
+        assert watch.wait(10) is True  # its outbox event was written
+        store.finish_run(run.id, owner="user", status="awaiting", stop_reason="awaiting",
+                         waits=[("c1", job.id)])  # fmt: skip
+        assert watch.wait(10) is True  # the wait made the event claimable
+    finally:
+        watch.close()

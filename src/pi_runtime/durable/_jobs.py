@@ -95,6 +95,7 @@ def enqueue_job(
         # A savepoint: a concurrent enqueue of the same call loses the insert, not the tx.
         with tx.conn.begin_nested():
             tx.conn.execute(t.jobs.insert().values(**values))
+        tx.notify()
     except IntegrityError:
         if session_id is None or tool_call_id is None:
             raise
@@ -251,6 +252,7 @@ def finish(
     )
     event = _event(job.id, status, error, tx, max_result_bytes)
     tx.conn.execute(t.outbox.insert().values(**event))
+    tx.notify()
 
 
 def _event(
@@ -279,6 +281,7 @@ def ensure_event(tx: Tx, job: Row[Any]) -> None:
     has = tx.conn.execute(select(t.outbox.c.id).where(t.outbox.c.job_id == job.id)).first()
     if has is None:
         tx.conn.execute(t.outbox.insert().values(**_event(job.id, job.status, job.error, tx)))
+    tx.notify()  # awaited now: claimable
 
 
 def cancel_queued(tx: Tx, session_id: str) -> list[str]:

@@ -81,6 +81,8 @@ def create_run(
         )
     )
     tx.set_session_status(session_id, "running" if running else "queued")
+    if not running:
+        tx.notify()
     return _require_run(tx, run_id)
 
 
@@ -235,6 +237,7 @@ def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord
         )
     )
     tx.set_session_status(session_id, "queued")
+    tx.notify()
     return _require_run(tx, run_id)
 
 

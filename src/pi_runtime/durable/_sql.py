@@ -18,6 +18,7 @@ from ..messages import Message, ToolResultMessage
 from . import _claims, _data, _delivery, _jobs, _runs, _sessions, _waits
 from ._engine import READ_ONLY, Target, reason
 from ._tx import Tx
+from ._watch import PgWatch, Watch
 from .errors import Conflict, StoreError, StoreUnavailable
 from .migrations import applied_migrations, migrate
 from .records import (
@@ -266,6 +267,9 @@ class SqlStore:
     ) -> JobRecord:
         status = "outcome_unknown" if outcome_unknown else "failed"
         return self._do(lambda tx: _jobs.fail(tx, job_id, owner, error, status))
+
+    def watch(self) -> Watch | None:
+        return PgWatch(self._engine, self._target) if self.row_locks else None
 
     def claim_work(
         self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import Message, ToolResultMessage
+from ._watch import Watch
 from .records import (
     CancelResult,
     Delivery,
@@ -185,6 +186,12 @@ class Store(Protocol):
         self, job_id: str, owner: str, error: dict[str, Any], *, outcome_unknown: bool = False
     ) -> JobRecord:
         """`failed` (or `outcome_unknown`), with its `failed` outbox event, together."""
+        ...
+
+    def watch(self) -> Watch | None:
+        """A subscription to "work may be claimable" notices (PostgreSQL LISTEN), so an
+        idle worker waits to be told rather than polling; None where the backend has
+        none (SQLite: poll)."""
         ...
 
     def claim_work(

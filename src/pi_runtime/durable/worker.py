@@ -33,6 +33,7 @@ from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
 from ._lease import RELEASE_S
+from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
 from .recipe import stored_recipe
@@ -44,6 +45,7 @@ from .store import DEFAULT_LEASE_S, Store
 log = logging.getLogger("pi_runtime.durable")
 
 _MIN_POLL_S = 0.01
+_LISTEN_S = 0.2  # the longest a listener waits before checking whether to stop
 _RECIPE_CACHE = 1024
 
 
@@ -121,6 +123,8 @@ class Worker:
         self._stopping = False
         self._busy = 0
         self._generation = 0
+        self._notices = 0  # "work may be claimable" notices heard so far
+        self._wake = asyncio.Event()  # set (and replaced) on each notice
 
     # Lifecycle
 
@@ -141,6 +145,8 @@ class Worker:
         log.info(
             "worker %s: serving %s with %d slot(s)", self.name, self.store.url, self.concurrency
         )
+        watch = self.store.watch()
+        listener = asyncio.create_task(self._listen(watch)) if watch is not None else None
         slots = [asyncio.create_task(self._slot(i, once)) for i in range(self.concurrency)]
         await self._halt.wait()
         drained = asyncio.ensure_future(asyncio.wait(slots))
@@ -151,6 +157,10 @@ class Worker:
         for task in (*slots, drained, aborted):
             task.cancel()
         await asyncio.gather(*slots, drained, aborted, return_exceptions=True)
+        if listener is not None and watch is not None:
+            # it ends by itself within _LISTEN_S of the halt: its connection is then free
+            await asyncio.gather(listener, return_exceptions=True)
+            await asyncio.to_thread(watch.close)
         return self.stats
 
     def install_signal_handlers(self) -> None:
@@ -159,12 +169,27 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
 
+    async def _listen(self, watch: Watch) -> None:
+        """Wake the idle slots on each notice (they still poll, slowly, for expired
+        leases, which send none)."""
+        while not self._halt.is_set():
+            try:
+                heard = await asyncio.to_thread(watch.wait, min(self.poll_s, _LISTEN_S))
+            except StoreError as exc:
+                log.warning("worker %s: %s", self.name, exc)
+                await asyncio.sleep(self.poll_s)
+                continue
+            if heard:
+                self._notices += 1
+                wake, self._wake = self._wake, asyncio.Event()
+                wake.set()
+
     async def _slot(self, index: int, once: bool) -> None:
         owner = f"{self.name}/{index}"
         delay = _MIN_POLL_S
         empty = 0  # looks in a row that found nothing
         while not self._halt.is_set():
-            seen = self._generation
+            seen, heard = self._generation, self._notices
             self._busy += 1
             try:
                 worked = await self._step(owner)
@@ -190,8 +215,13 @@ class Worker:
             if once and empty >= 2 and self._busy == 0:
                 self._halt.set()  # nothing left, and nobody is making more
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._halt.wait(), delay)
+            if heard != self._notices:
+                continue  # told of new work while looking: look again
+            halt, wake = asyncio.ensure_future(self._halt.wait()), self._wake.wait()
+            waiting = {halt, asyncio.ensure_future(wake)}
+            await asyncio.wait(waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            for task in waiting:
+                task.cancel()
             delay = min(delay * 2, self.poll_s)
 
     async def _step(self, owner: str) -> bool:
