@@ -10,10 +10,11 @@ from collections.abc import Callable
 import pytest
 
 from durable_support import *  # noqa: F403  (the store fixtures)
-from durable_support import PgCluster
+from durable_support import FakeClock, PgCluster
 from pi_runtime.bench.pgtemp import admin
-from pi_runtime.durable import JobRecord, OutboxEvent, RunRecord, Store
-from pi_runtime.messages import ToolResultMessage
+from pi_runtime.durable import JobRecord, LeaseLost, NotFound, OutboxEvent, RunRecord, Store
+from pi_runtime.exceptions import UserError
+from pi_runtime.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
 
 def test_a_connection_the_server_dropped_is_replaced_without_an_error(
@@ -97,3 +98,116 @@ def test_listening_workers_are_told_of_new_work(store: Store) -> None:
         assert watch.wait(10) is True  # the wait made the event claimable
     finally:
         watch.close()
+
+
+def test_a_released_job_is_taken_over_at_once_and_its_holder_fenced(
+    store: Store, clock: FakeClock
+) -> None:
+    job = store.enqueue_job("compute", {"n": 1})
+    assert store.claim_job("a", lease_s=300) is not None
+    with pytest.raises(LeaseLost):
+        store.release_job(job.id, "b")  # only the holder releases
+    assert store.claim_job("b", lease_s=300) is None  # still held
+    store.release_job(job.id, "a")
+    taken = store.claim_work("b", lease_s=300)  # no wait for the lease to run out
+    assert isinstance(taken, JobRecord) and taken.lease_owner == "b" and taken.attempts == 2
+    with pytest.raises(LeaseLost):
+        store.complete_job(job.id, "a", {"late": True})
+    store.complete_job(job.id, "b", {"ok": True})
+
+
+def test_a_released_run_is_taken_over_at_once_and_its_holder_fenced(store: Store) -> None:
+    session = store.create_session("s1")
+    run = store.create_run(session.id, owner="a", lease_s=300)
+    with pytest.raises(LeaseLost):
+        store.release_run(run.id, "b")
+    assert store.claim_run("b", lease_s=300) is None
+    store.release_run(run.id, "a")
+    taken = store.claim_work("b", lease_s=300)
+    assert isinstance(taken, RunRecord) and taken.id == run.id and taken.lease_owner == "b"
+    with pytest.raises(LeaseLost):
+        store.finish_run(run.id, owner="a", status="completed", stop_reason="end_turn")
+
+
+def test_enqueue_fenced_by_a_lost_run_lease_writes_no_job(store: Store, clock: FakeClock) -> None:
+    session = store.create_session("s1")
+    run = store.create_run(session.id, owner="a", lease_s=10)
+    clock.advance(11)
+    assert store.claim_run("b", lease_s=10) is not None  # "a" died, as far as anyone knows
+    with pytest.raises(LeaseLost):
+        store.enqueue_job("compute", {}, session_id=session.id, tool_call_id="c1",
+                          run_id=run.id, owner="a")  # fmt: skip
+    assert store.list_jobs(session.id) == []
+    job = store.enqueue_job("compute", {}, session_id=session.id, tool_call_id="c1",
+                            run_id=run.id, owner="b", lease_s=50)  # fmt: skip
+    assert [j.id for j in store.list_jobs(session.id)] == [job.id]
+    clock.advance(20)  # the enqueue renewed b's lease: nobody can take the run now
+    assert store.claim_run("c", lease_s=10) is None
+
+
+def test_enqueue_fenced_by_a_run_checks_its_arguments(store: Store) -> None:
+    session = store.create_session("s1")
+    other = store.create_session("s2")
+    run = store.create_run(session.id, owner="a", lease_s=10)
+    with pytest.raises(UserError, match="run_id, owner and session_id"):
+        store.enqueue_job("compute", {}, run_id=run.id, owner="a")
+    with pytest.raises(UserError, match="not of session"):
+        store.enqueue_job("compute", {}, session_id=other.id, tool_call_id="c1",
+                          run_id=run.id, owner="a")  # fmt: skip
+    assert store.list_jobs(other.id) == []
+
+
+def test_cancel_job_ends_a_queued_or_running_job_and_fences_its_worker(store: Store) -> None:
+    running = store.enqueue_job("compute", {"n": 1})
+    queued = store.enqueue_job("compute", {"n": 2})
+    done = store.enqueue_job("compute", {"n": 3})
+    assert store.claim_job("w", lease_s=300).id == running.id  # type: ignore[union-attr]
+    assert store.claim_job("w", lease_s=300).id == queued.id  # type: ignore[union-attr]
+    store.release_job(queued.id, "w")
+    assert store.claim_job("v", lease_s=300).id == queued.id  # type: ignore[union-attr]
+    assert store.claim_job("w", lease_s=300).id == done.id  # type: ignore[union-attr]
+    store.complete_job(done.id, "w", {"ok": True})
+    for job in (running, queued):
+        cancelled = store.cancel_job(job.id)
+        assert cancelled.status == "cancelled" and cancelled.error is not None
+        assert cancelled.error["kind"] == "cancelled"
+    with pytest.raises(LeaseLost):
+        store.renew_job_lease(running.id, "w")  # its worker stops at its next heartbeat
+    with pytest.raises(LeaseLost):
+        store.complete_job(running.id, "w", {"late": True})
+    assert store.get_job(running.id).status == "cancelled"  # type: ignore[union-attr]
+    assert store.cancel_job(done.id).status == "succeeded"  # finished: left as it is
+    assert store.claim_work("x", lease_s=300) is None
+    with pytest.raises(NotFound):
+        store.cancel_job("job-nope")
+
+
+def test_a_run_that_fails_cancels_the_jobs_it_launched(store: Store) -> None:
+    session = store.create_session("s1")
+    run = store.create_run(session.id, owner="a", lease_s=300)
+    launched = [
+        store.enqueue_job(
+            "compute",
+            {"n": n},
+            session_id=session.id,
+            tool_call_id=f"c{n}",
+            run_id=run.id,
+            owner="a",
+        )
+        for n in (1, 2, 3)
+    ]
+    store.claim_job("w", lease_s=300)  # c1 is running
+    store.claim_job("w", lease_s=300)
+    store.complete_job(launched[1].id, "w", {"ok": True})  # c2 finished
+    calls = tuple(ToolCall(id=f"c{n}", name="compute", raw="{}", arguments={}) for n in (1, 2, 3))
+    finished = store.finish_run(
+        run.id, owner="a", status="failed", stop_reason="internal_error",
+        messages=[UserMessage(content="go"),
+                  AssistantMessage(content=calls, finish_reason="tool_calls")],
+    )  # fmt: skip
+    assert set(finished.jobs_cancelled) == {launched[0].id, launched[2].id}
+    statuses = {job.tool_call_id: job.status for job in store.list_jobs(session.id)}
+    assert statuses == {"c1": "cancelled", "c2": "succeeded", "c3": "cancelled"}
+    with pytest.raises(LeaseLost):
+        store.complete_job(launched[0].id, "w", {"late": True})
+    assert store.claim_work("x", lease_s=300) is None  # nothing runs for the failed run

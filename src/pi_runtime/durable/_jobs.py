@@ -18,7 +18,7 @@ from . import _rows
 from . import schema as t
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import JobRecord
+from .records import JOB_TERMINAL, JobRecord
 
 _MAX_SWEEP = 32  # expired rows a claim may settle before giving up for now
 UNKNOWN_OUTCOME = {
@@ -194,6 +194,31 @@ def renew_lease(
     if save:
         values["checkpoint"] = check_json("checkpoint", checkpoint)
     tx.conn.execute(t.jobs.update().where(t.jobs.c.id == job_id).values(**values))
+    return _require(tx, job_id)
+
+
+def release(tx: Tx, job_id: str, owner: str) -> JobRecord:
+    """Give a held job back at once (its attempt was cut short): the next claim takes it
+    over as it would after the lease ran out."""
+    _held(tx, job_id, owner)
+    tx.conn.execute(
+        t.jobs.update()
+        .where(t.jobs.c.id == job_id)
+        .values(lease_expires_at=tx.now, updated_at=tx.now)
+    )
+    tx.notify()
+    return _require(tx, job_id)
+
+
+def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
+    """End a job that has not finished as `cancelled` (with its event); a worker running
+    it loses its lease and writes nothing more. A finished job stays as it is."""
+    row = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    if row is None:
+        raise NotFound(f"no job {job_id!r}")
+    if row.status not in JOB_TERMINAL:
+        error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
+        finish(tx, row, "cancelled", error=error)
     return _require(tx, job_id)
 
 

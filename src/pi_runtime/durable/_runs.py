@@ -9,12 +9,12 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from ..exceptions import UserError
-from ..messages import Message
-from . import _rows, _sessions, _waits
+from ..messages import AssistantMessage, Message
+from . import _jobs, _rows, _sessions, _waits
 from . import schema as t
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
+from .records import JOB_TERMINAL, RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
 
 _MAX_SWEEP = 32  # candidates a claim may pass over before giving up for now
 # The session status a finished run leaves behind.
@@ -157,6 +157,17 @@ def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecor
     return _require_run(tx, run_id)
 
 
+def release_run(tx: Tx, run_id: str, owner: str) -> RunRecord:
+    """Give a held run back at once (it was cut short): the next claim takes it over as
+    it would after the lease ran out."""
+    run = _require_run(tx, run_id)
+    tx.lock_session(run.session_id)
+    _held(tx, run_id, owner)
+    tx.conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.now))
+    tx.notify()
+    return _require_run(tx, run_id)
+
+
 def _end(
     tx: Tx, run_id: str, status: str, stop_reason: str | None, result: dict[str, Any] | None
 ) -> None:
@@ -202,12 +213,32 @@ def finish_run(
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
     _end(tx, run_id, status, stop_reason, result)
     tx.set_session_status(session_id, _SESSION_AFTER[status])
-    continuation = None
-    if status == "awaiting":
-        if _waits.count(tx, run_id) == 0:
-            raise UserError("a run that ends awaiting must wait for at least one job")
-        continuation = queue_continuation(tx, session_id, run_id)
+    if status != "awaiting":
+        cancelled = _cancel_launched(tx, session_id, messages)
+        return FinishedRun(
+            run=_require_run(tx, run_id), continuation=None, jobs_cancelled=cancelled
+        )
+    if _waits.count(tx, run_id) == 0:
+        raise UserError("a run that ends awaiting must wait for at least one job")
+    continuation = queue_continuation(tx, session_id, run_id)
     return FinishedRun(run=_require_run(tx, run_id), continuation=continuation)
+
+
+def _cancel_launched(tx: Tx, session_id: str, messages: Sequence[Message]) -> tuple[str, ...]:
+    """Cancel the unfinished jobs of the run's tool calls: a run that ends without
+    awaiting them answered those calls `cancelled`, so nobody will read their results."""
+    calls = [call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
+    if not calls:
+        return ()
+    rows = tx.conn.execute(
+        select(t.jobs.c.id).where(
+            t.jobs.c.session_id == session_id,
+            t.jobs.c.tool_call_id.in_(calls),
+            t.jobs.c.status.not_in(sorted(JOB_TERMINAL)),
+        )
+    ).all()
+    message = "the run that started this call ended without waiting for its result"
+    return tuple(_jobs.cancel(tx, row.id, message).id for row in rows)
 
 
 def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord | None:

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from ..exceptions import UserError
 from ..messages import Message, ToolResultMessage
 from . import _claims, _data, _delivery, _jobs, _runs, _sessions, _waits
 from ._engine import READ_ONLY, Target, reason
@@ -182,6 +183,9 @@ class SqlStore:
     ) -> RunRecord:
         return self._do(lambda tx: _runs.renew_run_lease(tx, run_id, owner, lease_s))
 
+    def release_run(self, run_id: str, owner: str) -> RunRecord:
+        return self._do(lambda tx: _runs.release_run(tx, run_id, owner))
+
     def finish_run(
         self,
         run_id: str,
@@ -223,9 +227,18 @@ class SqlStore:
         tool_call_id: str | None = None,
         retry_safe: bool = True,
         max_attempts: int = 3,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> JobRecord:
-        return self._do(
-            lambda tx: _jobs.enqueue_job(
+        def op(tx: Tx) -> JobRecord:
+            if run_id is not None or owner is not None:
+                if run_id is None or owner is None or session_id is None:
+                    raise UserError("a job fenced by a run needs run_id, owner and session_id")
+                run = _runs.renew_run_lease(tx, run_id, owner, lease_s)  # LeaseLost: nothing
+                if run.session_id != session_id:
+                    raise UserError(f"run {run_id!r} is not of session {session_id!r}")
+            return _jobs.enqueue_job(
                 tx,
                 tool=tool,
                 arguments=arguments,
@@ -234,7 +247,8 @@ class SqlStore:
                 retry_safe=retry_safe,
                 max_attempts=max_attempts,
             )
-        )
+
+        return self._do(op)
 
     def get_job(self, job_id: str) -> JobRecord | None:
         return self._do(lambda tx: _jobs.get_job(tx, job_id), read=True)
@@ -249,6 +263,12 @@ class SqlStore:
         self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> JobRecord:
         return self._do(lambda tx: _jobs.renew_lease(tx, job_id, owner, lease_s))
+
+    def release_job(self, job_id: str, owner: str) -> JobRecord:
+        return self._do(lambda tx: _jobs.release(tx, job_id, owner))
+
+    def cancel_job(self, job_id: str) -> JobRecord:
+        return self._do(lambda tx: _jobs.cancel(tx, job_id, "the job was cancelled"))
 
     def checkpoint_job(
         self, job_id: str, owner: str, checkpoint: Any, *, lease_s: float = DEFAULT_LEASE_S

@@ -120,6 +120,10 @@ class Store(Protocol):
         self, run_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> RunRecord: ...
 
+    def release_run(self, run_id: str, owner: str) -> RunRecord:
+        """Give a held run back now (it was cut short): the next claim takes it over."""
+        ...
+
     def finish_run(
         self,
         run_id: str,
@@ -133,7 +137,9 @@ class Store(Protocol):
     ) -> FinishedRun:
         """End a held run: append its new `messages`, register its `waits`
         (`(tool_call_id, job_id)`, status `awaiting` only), record `result`, set the
-        session's status; queue the continuation if every awaited result already arrived."""
+        session's status; queue the continuation if every awaited result already arrived.
+        A run ending otherwise cancels the unfinished jobs of the tool calls in
+        `messages` (it answered them `cancelled`)."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
@@ -151,8 +157,15 @@ class Store(Protocol):
         tool_call_id: str | None = None,
         retry_safe: bool = True,
         max_attempts: int = 3,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> JobRecord:
-        """A queued job; the same (session, tool call) enqueued again returns the same job."""
+        """A queued job; the same (session, tool call) enqueued again returns the same job.
+
+        With `run_id` and `owner` (the run launching it), the run's lease is renewed in
+        the same transaction: a run cancelled or taken over enqueues nothing (LeaseLost).
+        """
         ...
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
@@ -167,6 +180,16 @@ class Store(Protocol):
     def renew_job_lease(
         self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> JobRecord: ...
+
+    def release_job(self, job_id: str, owner: str) -> JobRecord:
+        """Give a held job back now (its attempt was cut short, e.g. a drain ran out of
+        time): the next claim takes it over as after an expired lease."""
+        ...
+
+    def cancel_job(self, job_id: str) -> JobRecord:
+        """End a job that has not finished as `cancelled`; a worker running it loses its
+        lease and writes nothing more. A finished job is returned as it is."""
+        ...
 
     def checkpoint_job(
         self, job_id: str, owner: str, checkpoint: Any, *, lease_s: float = DEFAULT_LEASE_S

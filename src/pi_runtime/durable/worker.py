@@ -32,7 +32,6 @@ from ..exceptions import UserError
 from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
-from ._lease import RELEASE_S
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
@@ -249,10 +248,10 @@ class Worker:
             raise
 
     def _release_run(self, run: RunRecord, owner: str) -> Any:
-        return lambda: self.store.renew_run_lease(run.id, owner, lease_s=RELEASE_S)
+        return lambda: self.store.release_run(run.id, owner)
 
     def _release_job(self, job: JobRecord, owner: str) -> Any:
-        return lambda: self.store.renew_job_lease(job.id, owner, lease_s=RELEASE_S)
+        return lambda: self.store.release_job(job.id, owner)
 
     # The three kinds of work
 
