@@ -211,3 +211,26 @@ def test_a_run_that_fails_cancels_the_jobs_it_launched(store: Store) -> None:
     with pytest.raises(LeaseLost):
         store.complete_job(launched[0].id, "w", {"late": True})
     assert store.claim_work("x", lease_s=300) is None  # nothing runs for the failed run
+
+
+def test_the_delivering_worker_may_take_the_continuation_it_queues(store: Store) -> None:
+    session = store.create_session("s1")
+    run = store.create_run(session.id, owner="user", lease_s=300)
+    job = store.enqueue_job("compute", {}, session_id=session.id, tool_call_id="c1")
+    store.finish_run(run.id, owner="user", status="awaiting", stop_reason="awaiting",
+                     messages=[AssistantMessage(content=(ToolCall(id="c1", name="compute",
+                               raw="{}", arguments={}),), finish_reason="tool_calls")],
+                     waits=[("c1", job.id)])  # fmt: skip
+    store.claim_job("w", lease_s=300)
+    store.complete_job(job.id, "w", {"ok": True})
+    event = store.claim_work("w", lease_s=300)
+    assert isinstance(event, OutboxEvent)
+    answer = ToolResultMessage(tool_call_id="c1", name="compute", content="ok")
+    delivery = store.deliver(event.id, answer, owner="w", lease_s=300)
+    taken = delivery.continuation
+    assert taken is not None and taken.parent_run_id == run.id
+    assert (taken.status, taken.lease_owner, taken.attempts) == ("running", "w", 1)
+    assert store.get_session(session.id).status == "running"  # type: ignore[union-attr]
+    assert store.claim_work("other", lease_s=300) is None  # nobody else runs it
+    store.finish_run(taken.id, owner="w", status="completed", stop_reason="end_turn")
+    assert store.get_session(session.id).status == "completed"  # type: ignore[union-attr]

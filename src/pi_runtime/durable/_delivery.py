@@ -112,8 +112,14 @@ def _mark(tx: Tx, event_id: int, outcome: str) -> None:
     )
 
 
-def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
-    """Append `message` for the event's wait and queue the continuation — or skip."""
+def deliver(
+    tx: Tx, event_id: int, message: ToolResultMessage, take: tuple[str, float] | None = None
+) -> Delivery:
+    """Append `message` for the event's wait and queue the continuation — or skip. With
+    `take` (owner, lease_s) the continuation starts running under that lease."""
+    if take is not None:
+        check_id("owner", take[0])
+        check_lease(take[1])
     if not isinstance(message, ToolResultMessage):
         raise UserError("deliver takes the ToolResultMessage answering the awaited call")
     first = tx.conn.execute(select(t.outbox).where(t.outbox.c.id == event_id)).one_or_none()
@@ -137,7 +143,7 @@ def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
         _mark(tx, event_id, "duplicate")
         if wait.status == "pending":  # answered by some other path: the wait is over
             _waits.resolve(tx, wait, "delivered", None)
-            return Delivery(outcome="duplicate", continuation=_continue(tx, wait), **done)
+            return Delivery(outcome="duplicate", continuation=_continue(tx, wait, take), **done)
         return Delivery(outcome="duplicate", **done)
     if message.tool_call_id != tool_call_id:
         raise UserError(
@@ -146,13 +152,14 @@ def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
     (seq,) = _sessions.append_messages(tx, session_id, [message], run_id=wait.run_id)
     _waits.resolve(tx, wait, "delivered", event_id)
     _mark(tx, event_id, "delivered")
-    return Delivery(outcome="delivered", seq=seq, continuation=_continue(tx, wait), **done)
+    continuation = _continue(tx, wait, take)
+    return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
 
 
-def _continue(tx: Tx, wait: WaitRecord) -> RunRecord | None:
+def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -> RunRecord | None:
     if wait.run_id is None:
         return None
-    return _runs.queue_continuation(tx, wait.session_id, wait.run_id)
+    return _runs.queue_continuation(tx, wait.session_id, wait.run_id, take=take)
 
 
 def cancel_session(tx: Tx, session_id: str) -> CancelResult:

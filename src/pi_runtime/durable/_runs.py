@@ -241,9 +241,12 @@ def _cancel_launched(tx: Tx, session_id: str, messages: Sequence[Message]) -> tu
     return tuple(_jobs.cancel(tx, row.id, message).id for row in rows)
 
 
-def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord | None:
+def queue_continuation(
+    tx: Tx, session_id: str, parent_run_id: str, *, take: tuple[str, float] | None = None
+) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
-    awaits was delivered (none pending, none cancelled)."""
+    awaits was delivered (none pending, none cancelled). With `take` (owner, lease_s) it
+    starts running under that lease instead: the caller runs it without a second claim."""
     parent = _require_run(tx, parent_run_id)
     if parent.status != "awaiting":
         return None  # still running: its own finish will continue it
@@ -256,19 +259,23 @@ def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord
     if already is not None:
         return None
     run_id = new_id("run")
+    values: dict[str, Any] = {"status": "queued", "attempts": 0}
+    if take is not None:
+        values = {"status": "running", "lease_owner": take[0], "attempts": 1,
+                  "lease_expires_at": tx.until(take[1]), "started_at": tx.now}  # fmt: skip
     tx.conn.execute(
         t.runs.insert().values(
             id=run_id,
             session_id=session_id,
             kind="server_result",
-            status="queued",
             parent_run_id=parent_run_id,
-            attempts=0,
             created_at=tx.now,
+            **values,
         )
     )
-    tx.set_session_status(session_id, "queued")
-    tx.notify()
+    tx.set_session_status(session_id, "queued" if take is None else "running")
+    if take is None:
+        tx.notify()
     return _require_run(tx, run_id)
 
 

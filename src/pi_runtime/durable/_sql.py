@@ -317,8 +317,16 @@ class SqlStore:
     ) -> OutboxEvent | None:
         return self._do(lambda tx: _delivery.claim_event(tx, owner, lease_s))
 
-    def deliver(self, event_id: int, message: ToolResultMessage) -> Delivery:
-        return self._do(lambda tx: _delivery.deliver(tx, event_id, message))
+    def deliver(
+        self,
+        event_id: int,
+        message: ToolResultMessage,
+        *,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Delivery:
+        take = None if owner is None else (owner, lease_s)
+        return self._do(lambda tx: _delivery.deliver(tx, event_id, message, take))
 
     # Data plane
 

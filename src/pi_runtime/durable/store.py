@@ -242,10 +242,20 @@ class Store(Protocol):
         """The oldest undelivered event whose job is awaited, under a lease."""
         ...
 
-    def deliver(self, event_id: int, message: ToolResultMessage) -> Delivery:
+    def deliver(
+        self,
+        event_id: int,
+        message: ToolResultMessage,
+        *,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Delivery:
         """Append the result under the awaited `tool_call_id`, mark the wait and the event,
         and queue the `server_result` run if it was the last awaited — one transaction.
-        Second copies are skipped (`duplicate`); a cancelled wait's are `ignored`."""
+        Second copies are skipped (`duplicate`); a cancelled wait's are `ignored`.
+
+        With `owner`, the continuation starts running under `owner`'s lease instead of
+        queued: a worker runs it at once, without a second claim."""
         ...
 
     # Data plane

@@ -226,7 +226,11 @@ class Worker:
     async def _step(self, owner: str) -> bool:
         work = await asyncio.to_thread(self._claim, owner)
         if isinstance(work, OutboxEvent):
-            await self._deliver(work)
+            taken = await self._deliver(work, owner)
+            if taken is not None:  # the continuation it queued, already ours
+                await self._guarded(
+                    self._run(taken, owner), release=self._release_run(taken, owner)
+                )
         elif isinstance(work, RunRecord):
             await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
         elif isinstance(work, JobRecord):
@@ -255,14 +259,21 @@ class Worker:
 
     # The three kinds of work
 
-    async def _deliver(self, event: OutboxEvent) -> None:
+    async def _deliver(self, event: OutboxEvent, owner: str) -> RunRecord | None:
+        """Deliver `event`; the continuation it queued, if any, is returned held by
+        `owner` (unless draining), to be run by this slot next."""
         message = result_message(event, encoder=self.encoder)
-        delivery = await asyncio.to_thread(self.store.deliver, event.id, message)
+        take = None if self._stopping else owner
+        delivery = await asyncio.to_thread(
+            self.store.deliver, event.id, message, owner=take, lease_s=self.lease_s
+        )
         self.stats.deliveries[delivery.outcome] += 1
         log.info(
             "event %d (job %s) → session %s call %s: %s",
             event.id, event.job_id, event.session_id, event.tool_call_id, delivery.outcome,
         )  # fmt: skip
+        run = delivery.continuation
+        return run if run is not None and take and run.lease_owner == take else None
 
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:
