@@ -122,14 +122,17 @@ def deliver(
         check_lease(take[1])
     if not isinstance(message, ToolResultMessage):
         raise UserError("deliver takes the ToolResultMessage answering the awaited call")
-    first = tx.conn.execute(select(t.outbox).where(t.outbox.c.id == event_id)).one_or_none()
-    if first is None:
-        raise NotFound(f"no outbox event {event_id}")
-    found = tx.conn.execute(select(t.waits).where(t.waits.c.job_id == first.job_id)).one_or_none()
+    found = tx.conn.execute(
+        select(t.waits.c.session_id, t.waits.c.tool_call_id)
+        .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
+        .where(t.outbox.c.id == event_id)
+    ).one_or_none()
     if found is None:
+        raise NotFound(f"no outbox event {event_id}")
+    if found.session_id is None:
         raise Conflict(f"outbox event {event_id} has no wait to deliver to")
     session_id, tool_call_id = found.session_id, found.tool_call_id
-    tx.lock_session(session_id)
+    session = tx.lock_session(session_id)
     event = tx.conn.execute(tx.lock(select(t.outbox).where(t.outbox.c.id == event_id))).one()
     done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
     if event.delivered_at is not None:
@@ -149,7 +152,9 @@ def deliver(
         raise UserError(
             f"event {event_id} answers tool call {tool_call_id!r}, not {message.tool_call_id!r}"
         )
-    (seq,) = _sessions.append_messages(tx, session_id, [message], run_id=wait.run_id)
+    (seq,) = _sessions.append_messages(
+        tx, session_id, [message], run_id=wait.run_id, locked=session
+    )
     _waits.resolve(tx, wait, "delivered", event_id)
     _mark(tx, event_id, "delivered")
     continuation = _continue(tx, wait, take)

@@ -157,7 +157,7 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
                 }
                 finish(tx, row, "failed", error=error)
                 continue
-        # Conditional, and checked by rowcount: only one claimer can move the row.
+        # Conditional: only one claimer can move the row (the others get no row back).
         claimed = tx.conn.execute(
             t.jobs.update()
             .where(t.jobs.c.id == row.id, claimable)
@@ -169,9 +169,10 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
                 started_at=func.coalesce(t.jobs.c.started_at, tx.now),
                 updated_at=tx.now,
             )
-        )
-        if claimed.rowcount == 1:
-            return _require(tx, row.id)
+            .returning(*t.jobs.c)
+        ).one_or_none()
+        if claimed is not None:
+            return _rows.job(claimed)
     return None
 
 

@@ -131,10 +131,11 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
                 attempts=t.runs.c.attempts + 1,
                 started_at=func.coalesce(t.runs.c.started_at, tx.now),
             )
-        )
-        if claimed.rowcount == 1:
+            .returning(*t.runs.c)
+        ).one_or_none()
+        if claimed is not None:  # conditional: only one claimer can move the row
             tx.set_session_status(run.session_id, "running")
-            return _require_run(tx, run.id)
+            return _rows.run(claimed)
         busy.append(run.id)
     return None
 
@@ -206,9 +207,9 @@ def finish_run(
     if waits and status != "awaiting":
         raise UserError("only a run that ends awaiting registers waits")
     session_id = _require_run(tx, run_id).session_id
-    tx.lock_session(session_id)
+    session = tx.lock_session(session_id)
     _held(tx, run_id, owner)
-    _sessions.append_messages(tx, session_id, messages, run_id=run_id)
+    _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session)
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
     _end(tx, run_id, status, stop_reason, result)
@@ -263,8 +264,9 @@ def queue_continuation(
     if take is not None:
         values = {"status": "running", "lease_owner": take[0], "attempts": 1,
                   "lease_expires_at": tx.until(take[1]), "started_at": tx.now}  # fmt: skip
-    tx.conn.execute(
-        t.runs.insert().values(
+    row = tx.conn.execute(
+        t.runs.insert()
+        .values(
             id=run_id,
             session_id=session_id,
             kind="server_result",
@@ -272,11 +274,12 @@ def queue_continuation(
             created_at=tx.now,
             **values,
         )
-    )
+        .returning(*t.runs.c)
+    ).one()
     tx.set_session_status(session_id, "queued" if take is None else "running")
     if take is None:
         tx.notify()
-    return _require_run(tx, run_id)
+    return _rows.run(row)
 
 
 def cancel_runs(tx: Tx, session_id: str) -> list[str]:
