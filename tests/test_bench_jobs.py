@@ -27,13 +27,22 @@ def test_bench_jobs_json_rows_have_the_contract_fields(
     assert result["bench"] == "jobs" and result["unavailable"] == {}
     rows = result["rows"]
     assert [(r["backend"], r["mode"], r["workers"]) for r in rows] == [
+        ("sqlite", "bare", 1), ("sqlite", "bare", 2),
         ("sqlite", "clean", 1), ("sqlite", "faults", 2),
+        ("postgresql", "bare", 1), ("postgresql", "bare", 2),
         ("postgresql", "clean", 1), ("postgresql", "faults", 2),
     ]  # fmt: skip
     for row in rows:
-        assert set(row) >= ROW_FIELDS
-        assert row["jobs"] == 6 and row["jobs_per_s"] > 0 and row["p50_ms"] <= row["p99_ms"]
+        assert set(row) >= ROW_FIELDS | {"ratio_to_bare"}
         assert (row["duplicates"], row["lost"], row["incomplete"]) == (0, 0, 0)
+        assert row["jobs_per_s"] > 0
+        if row["mode"] == "bare":  # the bare queue, read against itself
+            assert row["jobs"] >= 6 and row["ratio_to_bare"] == 1.0
+            continue
+        assert row["jobs"] == 6 and row["p50_ms"] <= row["p99_ms"]
+        bare = next(r for r in rows if r["mode"] == "bare" and r["backend"] == row["backend"]
+                    and r["workers"] == row["workers"])  # fmt: skip
+        assert row["ratio_to_bare"] == round(row["jobs_per_s"] / bare["jobs_per_s"], 4)
     assert (tmp_path / "jobs.json").exists() and (tmp_path / "jobs.csv").exists()
 
 

@@ -298,11 +298,9 @@ class CancelledBeforeLaunch:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def renew_run_lease(self, run_id: str, owner: str, **options: Any) -> Any:
-        run = self._store.get_run(run_id)
-        assert run is not None
-        self._store.cancel_session(run.session_id)
-        return self._store.renew_run_lease(run_id, owner, **options)
+    def enqueue_job(self, tool: str, arguments: Any, **options: Any) -> Any:
+        self._store.cancel_session(options["session_id"])
+        return self._store.enqueue_job(tool, arguments, **options)
 
 
 def test_a_run_cancelled_mid_way_starts_no_job_and_stores_nothing(
@@ -336,6 +334,8 @@ def test_a_run_that_fails_beside_a_background_call_stores_a_well_formed_conversa
     assert answers["place_order"].error is not None
     assert answers["place_order"].error.kind == "cancelled"
     assert store.list_waits("halted") == []  # nothing will be delivered to it
+    (job,) = store.list_jobs("halted")
+    assert job.status == "cancelled"  # so no worker runs it for nobody
     assert store.get_session("halted").status == "failed"  # type: ignore[union-attr]
 
 

@@ -157,7 +157,7 @@ def test_delivery_is_one_transaction(
     assert event is not None
     before = len(store.load_messages(flow.session_id))
 
-    def crash(*_: Any) -> None:
+    def crash(*_: Any, **__: Any) -> None:
         raise RuntimeError("worker died while queueing the continuation")
 
     monkeypatch.setattr(_runs, "queue_continuation", crash)

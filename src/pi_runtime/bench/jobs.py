@@ -10,6 +10,10 @@ store's own timestamps (worker start-up is not counted):
 - `duplicates`: tool calls answered more than once plus runs continued more than once;
   `lost`: awaited calls never answered. Both must be 0.
 
+- `ratio_to_bare`: `jobs_per_s` as a share of the `bare` row's with as many workers: the
+  simplest correct queue (`bench/bare.py`) on the same database, in the same run, so a
+  slow or busy machine slows both.
+
 The fault pass (`mode: faults`) does the same while SIGKILLing a random worker every
 fraction of a second and starting a new one; a killed worker's leases expire and others
 take over. Jobs do no work of their own, so the kills land in claiming and delivery.
@@ -38,10 +42,12 @@ from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
 from ..messages import AssistantMessage, ToolResultMessage
 from ..tools import tool
+from .bare import measure_bare
 from .pgtemp import TempPostgres, admin, with_schema
 
 BACKENDS = ("sqlite", "postgresql")
 _KILL_EVERY_S = (0.5, 1.5)  # a random worker is SIGKILLed this often in the fault pass
+_BARE_JOBS = 2000  # the bare queue is fast: fewer rows would time mostly start-up
 _TOOLS_REF = "pi_runtime.bench.jobs:BENCH_TOOLS"
 _SCRIPT = {
     "steps": [
@@ -84,11 +90,20 @@ def measure(
                     plan = [(n, False) for n in workers]
                     if faults:
                         plan.append((max(max(workers), 2), True))
+                    bare = {
+                        count: measure_bare(backend, fresh(), jobs=max(jobs, _BARE_JOBS),
+                                            workers=count)
+                        for count in sorted({count for count, _ in plan})
+                    }  # fmt: skip
+                    rows.extend(bare.values())
                     for count, kill in plan:
                         row = _row(backend, fresh(), script, root, jobs, count, kill,
                                    concurrency=concurrency, lease_s=lease_s,
                                    timeout_s=timeout_s)  # fmt: skip
                         rows.append(row)
+                    for row in rows:
+                        if row["backend"] == backend:
+                            row["ratio_to_bare"] = _ratio(row, bare[row["workers"]])
             except UserError as exc:
                 unavailable[backend] = str(exc)
     return {
@@ -232,6 +247,12 @@ def _tally(store: Store, sessions: list[str], since: datetime) -> dict[str, Any]
         "lost": lost,
         "incomplete": incomplete,
     }
+
+
+def _ratio(row: dict[str, Any], bare: dict[str, Any]) -> float | None:
+    """`row`'s throughput as a share of the bare queue's with as many workers."""
+    speed, base = float(row["jobs_per_s"]), float(bare["jobs_per_s"])
+    return round(speed / base, 4) if base > 0 else None
 
 
 def _percentile(values: list[float], pct: float) -> float | None:

@@ -8,9 +8,10 @@ nothing but the event's own `outcome`.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, exists, or_, select
+from sqlalchemy import ColumnElement, Row, and_, exists, or_, select
 
 from ..exceptions import UserError
 from ..messages import (
@@ -26,6 +27,18 @@ from .errors import Conflict, NotFound
 from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
 
 
+def _free(now: datetime) -> ColumnElement[bool]:
+    return and_(
+        t.outbox.c.delivered_at.is_(None),
+        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < now),
+    )
+
+
+def claimable_events(now: datetime) -> ColumnElement[bool]:
+    """Events a claim may take: undelivered, not leased, and awaited."""
+    return and_(_free(now), exists().where(t.waits.c.job_id == t.outbox.c.job_id))
+
+
 def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     """Take the oldest undelivered event that a wait is registered for.
 
@@ -34,13 +47,11 @@ def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    free = and_(
-        t.outbox.c.delivered_at.is_(None),
-        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < tx.now),
-    )
-    awaited = exists().where(t.waits.c.job_id == t.outbox.c.job_id)
+    free = _free(tx.now)
     candidate = tx.conn.execute(
-        tx.skip_locked(select(t.outbox.c.id).where(free, awaited).order_by(t.outbox.c.id).limit(1))
+        tx.skip_locked(
+            select(t.outbox.c.id).where(claimable_events(tx.now)).order_by(t.outbox.c.id).limit(1)
+        )
     ).one_or_none()
     if candidate is None:
         return None
@@ -101,18 +112,27 @@ def _mark(tx: Tx, event_id: int, outcome: str) -> None:
     )
 
 
-def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
-    """Append `message` for the event's wait and queue the continuation — or skip."""
+def deliver(
+    tx: Tx, event_id: int, message: ToolResultMessage, take: tuple[str, float] | None = None
+) -> Delivery:
+    """Append `message` for the event's wait and queue the continuation — or skip. With
+    `take` (owner, lease_s) the continuation starts running under that lease."""
+    if take is not None:
+        check_id("owner", take[0])
+        check_lease(take[1])
     if not isinstance(message, ToolResultMessage):
         raise UserError("deliver takes the ToolResultMessage answering the awaited call")
-    first = tx.conn.execute(select(t.outbox).where(t.outbox.c.id == event_id)).one_or_none()
-    if first is None:
-        raise NotFound(f"no outbox event {event_id}")
-    found = tx.conn.execute(select(t.waits).where(t.waits.c.job_id == first.job_id)).one_or_none()
+    found = tx.conn.execute(
+        select(t.waits.c.session_id, t.waits.c.tool_call_id)
+        .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
+        .where(t.outbox.c.id == event_id)
+    ).one_or_none()
     if found is None:
+        raise NotFound(f"no outbox event {event_id}")
+    if found.session_id is None:
         raise Conflict(f"outbox event {event_id} has no wait to deliver to")
     session_id, tool_call_id = found.session_id, found.tool_call_id
-    tx.lock_session(session_id)
+    session = tx.lock_session(session_id)
     event = tx.conn.execute(tx.lock(select(t.outbox).where(t.outbox.c.id == event_id))).one()
     done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
     if event.delivered_at is not None:
@@ -126,22 +146,25 @@ def deliver(tx: Tx, event_id: int, message: ToolResultMessage) -> Delivery:
         _mark(tx, event_id, "duplicate")
         if wait.status == "pending":  # answered by some other path: the wait is over
             _waits.resolve(tx, wait, "delivered", None)
-            return Delivery(outcome="duplicate", continuation=_continue(tx, wait), **done)
+            return Delivery(outcome="duplicate", continuation=_continue(tx, wait, take), **done)
         return Delivery(outcome="duplicate", **done)
     if message.tool_call_id != tool_call_id:
         raise UserError(
             f"event {event_id} answers tool call {tool_call_id!r}, not {message.tool_call_id!r}"
         )
-    (seq,) = _sessions.append_messages(tx, session_id, [message], run_id=wait.run_id)
+    (seq,) = _sessions.append_messages(
+        tx, session_id, [message], run_id=wait.run_id, locked=session
+    )
     _waits.resolve(tx, wait, "delivered", event_id)
     _mark(tx, event_id, "delivered")
-    return Delivery(outcome="delivered", seq=seq, continuation=_continue(tx, wait), **done)
+    continuation = _continue(tx, wait, take)
+    return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
 
 
-def _continue(tx: Tx, wait: WaitRecord) -> RunRecord | None:
+def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -> RunRecord | None:
     if wait.run_id is None:
         return None
-    return _runs.queue_continuation(tx, wait.session_id, wait.run_id)
+    return _runs.queue_continuation(tx, wait.session_id, wait.run_id, take=take)
 
 
 def cancel_session(tx: Tx, session_id: str) -> CancelResult:

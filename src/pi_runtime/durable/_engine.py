@@ -135,7 +135,9 @@ def postgres_engine(target: Target, *, pool_size: int, connect_timeout_s: float)
         target.url,
         pool_size=pool_size,
         max_overflow=pool_size * 2,
-        pool_pre_ping=True,  # a worker outlives server restarts
+        # No ping per checkout (a round trip per operation): a connection the server
+        # dropped fails its first statement, and `SqlStore._do` reruns the operation.
+        pool_pre_ping=False,
         connect_args={"connect_timeout": max(1, round(connect_timeout_s))},
         json_serializer=dumps,
     )

@@ -6,9 +6,10 @@ event in the same transaction, so a result can never exist without its notice.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..exceptions import UserError
@@ -17,7 +18,7 @@ from . import _rows
 from . import schema as t
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import JobRecord
+from .records import JOB_TERMINAL, JobRecord
 
 _MAX_SWEEP = 32  # expired rows a claim may settle before giving up for now
 UNKNOWN_OUTCOME = {
@@ -94,6 +95,7 @@ def enqueue_job(
         # A savepoint: a concurrent enqueue of the same call loses the insert, not the tx.
         with tx.conn.begin_nested():
             tx.conn.execute(t.jobs.insert().values(**values))
+        tx.notify()
     except IntegrityError:
         if session_id is None or tool_call_id is None:
             raise
@@ -119,6 +121,14 @@ def _same_call(job: JobRecord, tool: str, arguments: dict[str, Any]) -> JobRecor
     return job
 
 
+def claimable_jobs(now: datetime) -> ColumnElement[bool]:
+    """Jobs a claim may take: queued, or running under a lease that ran out."""
+    return or_(
+        t.jobs.c.status == "queued",
+        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < now),
+    )
+
+
 def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     """Take the oldest queued job, or one whose holder's lease expired.
 
@@ -127,10 +137,7 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    claimable = or_(
-        t.jobs.c.status == "queued",
-        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < tx.now),
-    )
+    claimable = claimable_jobs(tx.now)
     for _ in range(_MAX_SWEEP):
         # One row at a time: locking a batch would hide the rest from other claimers.
         row = tx.conn.execute(
@@ -150,7 +157,7 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
                 }
                 finish(tx, row, "failed", error=error)
                 continue
-        # Conditional, and checked by rowcount: only one claimer can move the row.
+        # Conditional: only one claimer can move the row (the others get no row back).
         claimed = tx.conn.execute(
             t.jobs.update()
             .where(t.jobs.c.id == row.id, claimable)
@@ -162,9 +169,10 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
                 started_at=func.coalesce(t.jobs.c.started_at, tx.now),
                 updated_at=tx.now,
             )
-        )
-        if claimed.rowcount == 1:
-            return _require(tx, row.id)
+            .returning(*t.jobs.c)
+        ).one_or_none()
+        if claimed is not None:
+            return _rows.job(claimed)
     return None
 
 
@@ -187,6 +195,31 @@ def renew_lease(
     if save:
         values["checkpoint"] = check_json("checkpoint", checkpoint)
     tx.conn.execute(t.jobs.update().where(t.jobs.c.id == job_id).values(**values))
+    return _require(tx, job_id)
+
+
+def release(tx: Tx, job_id: str, owner: str) -> JobRecord:
+    """Give a held job back at once (its attempt was cut short): the next claim takes it
+    over as it would after the lease ran out."""
+    _held(tx, job_id, owner)
+    tx.conn.execute(
+        t.jobs.update()
+        .where(t.jobs.c.id == job_id)
+        .values(lease_expires_at=tx.now, updated_at=tx.now)
+    )
+    tx.notify()
+    return _require(tx, job_id)
+
+
+def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
+    """End a job that has not finished as `cancelled` (with its event); a worker running
+    it loses its lease and writes nothing more. A finished job stays as it is."""
+    row = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    if row is None:
+        raise NotFound(f"no job {job_id!r}")
+    if row.status not in JOB_TERMINAL:
+        error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
+        finish(tx, row, "cancelled", error=error)
     return _require(tx, job_id)
 
 
@@ -245,6 +278,7 @@ def finish(
     )
     event = _event(job.id, status, error, tx, max_result_bytes)
     tx.conn.execute(t.outbox.insert().values(**event))
+    tx.notify()
 
 
 def _event(
@@ -273,6 +307,7 @@ def ensure_event(tx: Tx, job: Row[Any]) -> None:
     has = tx.conn.execute(select(t.outbox.c.id).where(t.outbox.c.job_id == job.id)).first()
     if has is None:
         tx.conn.execute(t.outbox.insert().values(**_event(job.id, job.status, job.error, tx)))
+    tx.notify()  # awaited now: claimable
 
 
 def cancel_queued(tx: Tx, session_id: str) -> list[str]:

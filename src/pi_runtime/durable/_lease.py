@@ -16,8 +16,6 @@ log = logging.getLogger("pi_runtime.durable")
 
 # A lease is renewed this many times per period: one slow renewal never loses it.
 _RENEWALS_PER_LEASE = 3
-# Renew "releases" a lease by letting it expire at once: the next claimer takes over.
-RELEASE_S = 1e-6
 
 
 class Heartbeat:

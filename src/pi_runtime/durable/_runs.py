@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 
 from ..exceptions import UserError
-from ..messages import Message
-from . import _rows, _sessions, _waits
+from ..messages import AssistantMessage, Message
+from . import _jobs, _rows, _sessions, _waits
 from . import schema as t
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
+from .records import JOB_TERMINAL, RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
 
 _MAX_SWEEP = 32  # candidates a claim may pass over before giving up for now
 # The session status a finished run leaves behind.
@@ -80,7 +81,17 @@ def create_run(
         )
     )
     tx.set_session_status(session_id, "running" if running else "queued")
+    if not running:
+        tx.notify()
     return _require_run(tx, run_id)
+
+
+def claimable_runs(now: datetime) -> ColumnElement[bool]:
+    """Runs a claim may take: queued, or running under a lease that ran out."""
+    return or_(
+        t.runs.c.status == "queued",
+        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < now),
+    )
 
 
 def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecord | None:
@@ -90,10 +101,7 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
     """
     check_id("owner", owner)
     check_lease(lease_s)
-    claimable = or_(
-        t.runs.c.status == "queued",
-        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < tx.now),
-    )
+    claimable = claimable_runs(tx.now)
     busy: list[str] = []
     for _ in range(_MAX_SWEEP):
         query = select(t.runs.c.id, t.runs.c.session_id).where(claimable)
@@ -123,10 +131,11 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
                 attempts=t.runs.c.attempts + 1,
                 started_at=func.coalesce(t.runs.c.started_at, tx.now),
             )
-        )
-        if claimed.rowcount == 1:
+            .returning(*t.runs.c)
+        ).one_or_none()
+        if claimed is not None:  # conditional: only one claimer can move the row
             tx.set_session_status(run.session_id, "running")
-            return _require_run(tx, run.id)
+            return _rows.run(claimed)
         busy.append(run.id)
     return None
 
@@ -146,6 +155,17 @@ def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecor
     tx.conn.execute(
         t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.until(lease_s))
     )
+    return _require_run(tx, run_id)
+
+
+def release_run(tx: Tx, run_id: str, owner: str) -> RunRecord:
+    """Give a held run back at once (it was cut short): the next claim takes it over as
+    it would after the lease ran out."""
+    run = _require_run(tx, run_id)
+    tx.lock_session(run.session_id)
+    _held(tx, run_id, owner)
+    tx.conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.now))
+    tx.notify()
     return _require_run(tx, run_id)
 
 
@@ -187,24 +207,47 @@ def finish_run(
     if waits and status != "awaiting":
         raise UserError("only a run that ends awaiting registers waits")
     session_id = _require_run(tx, run_id).session_id
-    tx.lock_session(session_id)
+    session = tx.lock_session(session_id)
     _held(tx, run_id, owner)
-    _sessions.append_messages(tx, session_id, messages, run_id=run_id)
+    _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session)
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
     _end(tx, run_id, status, stop_reason, result)
     tx.set_session_status(session_id, _SESSION_AFTER[status])
-    continuation = None
-    if status == "awaiting":
-        if _waits.count(tx, run_id) == 0:
-            raise UserError("a run that ends awaiting must wait for at least one job")
-        continuation = queue_continuation(tx, session_id, run_id)
+    if status != "awaiting":
+        cancelled = _cancel_launched(tx, session_id, messages)
+        return FinishedRun(
+            run=_require_run(tx, run_id), continuation=None, jobs_cancelled=cancelled
+        )
+    if _waits.count(tx, run_id) == 0:
+        raise UserError("a run that ends awaiting must wait for at least one job")
+    continuation = queue_continuation(tx, session_id, run_id)
     return FinishedRun(run=_require_run(tx, run_id), continuation=continuation)
 
 
-def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord | None:
+def _cancel_launched(tx: Tx, session_id: str, messages: Sequence[Message]) -> tuple[str, ...]:
+    """Cancel the unfinished jobs of the run's tool calls: a run that ends without
+    awaiting them answered those calls `cancelled`, so nobody will read their results."""
+    calls = [call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls]
+    if not calls:
+        return ()
+    rows = tx.conn.execute(
+        select(t.jobs.c.id).where(
+            t.jobs.c.session_id == session_id,
+            t.jobs.c.tool_call_id.in_(calls),
+            t.jobs.c.status.not_in(sorted(JOB_TERMINAL)),
+        )
+    ).all()
+    message = "the run that started this call ended without waiting for its result"
+    return tuple(_jobs.cancel(tx, row.id, message).id for row in rows)
+
+
+def queue_continuation(
+    tx: Tx, session_id: str, parent_run_id: str, *, take: tuple[str, float] | None = None
+) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
-    awaits was delivered (none pending, none cancelled)."""
+    awaits was delivered (none pending, none cancelled). With `take` (owner, lease_s) it
+    starts running under that lease instead: the caller runs it without a second claim."""
     parent = _require_run(tx, parent_run_id)
     if parent.status != "awaiting":
         return None  # still running: its own finish will continue it
@@ -217,19 +260,26 @@ def queue_continuation(tx: Tx, session_id: str, parent_run_id: str) -> RunRecord
     if already is not None:
         return None
     run_id = new_id("run")
-    tx.conn.execute(
-        t.runs.insert().values(
+    values: dict[str, Any] = {"status": "queued", "attempts": 0}
+    if take is not None:
+        values = {"status": "running", "lease_owner": take[0], "attempts": 1,
+                  "lease_expires_at": tx.until(take[1]), "started_at": tx.now}  # fmt: skip
+    row = tx.conn.execute(
+        t.runs.insert()
+        .values(
             id=run_id,
             session_id=session_id,
             kind="server_result",
-            status="queued",
             parent_run_id=parent_run_id,
-            attempts=0,
             created_at=tx.now,
+            **values,
         )
-    )
-    tx.set_session_status(session_id, "queued")
-    return _require_run(tx, run_id)
+        .returning(*t.runs.c)
+    ).one()
+    tx.set_session_status(session_id, "queued" if take is None else "running")
+    if take is None:
+        tx.notify()
+    return _rows.run(row)
 
 
 def cancel_runs(tx: Tx, session_id: str) -> list[str]:

@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 
 from ..exceptions import UserError
 from ..messages import Message, ToolResultMessage, message_to_dict
@@ -65,13 +65,16 @@ def append_messages(
     *,
     run_id: str | None = None,
     expect_seq: int | None = None,
+    locked: Row[Any] | None = None,
 ) -> list[int]:
     """Store `messages` after the session's last one; return their `seq`s.
 
     `expect_seq` fences a stale writer: the first new message must land exactly there.
     A tool result for a call that already has one is refused: one call, one result.
+    `locked`: the session's row, if the caller locked it in this transaction and wrote
+    no messages since (saves locking it again).
     """
-    row = tx.lock_session(session_id)
+    row = locked if locked is not None else tx.lock_session(session_id)
     start = row.message_count
     if expect_seq is not None and expect_seq != start:
         raise Conflict(

@@ -14,10 +14,12 @@ from typing import Any, ClassVar, TypeVar
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from ..exceptions import UserError
 from ..messages import Message, ToolResultMessage
-from . import _data, _delivery, _jobs, _runs, _sessions, _waits
+from . import _claims, _data, _delivery, _jobs, _runs, _sessions, _waits
 from ._engine import READ_ONLY, Target, reason
 from ._tx import Tx
+from ._watch import PgWatch, Watch
 from .errors import Conflict, StoreError, StoreUnavailable
 from .migrations import applied_migrations, migrate
 from .records import (
@@ -76,25 +78,35 @@ class SqlStore:
         return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
     def _do(self, op: Callable[[Tx], T], *, read: bool = False) -> T:
-        """Run `op` in one transaction, rerunning it whole on a transient conflict."""
+        """Run `op` in one transaction, rerunning it whole on a transient conflict, or
+        when the server dropped the connection before anything could have committed."""
         for attempt in range(_RETRIES):
+            committing = False
             try:
                 with self._engine.connect() as conn:
                     if read:
                         conn = conn.execution_options(**{READ_ONLY: True})
-                    with conn.begin():
-                        return op(Tx(conn, self._clock(), self.row_locks))
+                    with conn.begin() as tx:
+                        done = op(Tx(conn, self._clock(), self.row_locks))
+                        committing = True
+                        tx.commit()
+                        return done
             except IntegrityError as exc:
                 raise Conflict(
                     f"the write conflicts with stored data: {reason(exc, self._target)}"
                 ) from exc
-            except OperationalError as exc:
-                if self._transient(exc) and attempt + 1 < _RETRIES:
+            except DBAPIError as exc:
+                last = attempt + 1 == _RETRIES
+                # A dropped connection (a server restart) fails the first statement on
+                # it: rerun on a fresh one. Never when the commit itself failed (it may
+                # have happened).
+                if exc.connection_invalidated and not committing and not last:
+                    continue
+                if isinstance(exc, OperationalError) and self._transient(exc) and not last:
                     time.sleep(0.01 * 2**attempt)
                     continue
-                raise StoreUnavailable(f"database {self.url}: {reason(exc, self._target)}") from exc
-            except DBAPIError as exc:
-                raise StoreError(f"database {self.url}: {reason(exc, self._target)}") from exc
+                kind = StoreUnavailable if isinstance(exc, OperationalError) else StoreError
+                raise kind(f"database {self.url}: {reason(exc, self._target)}") from exc
         raise AssertionError("unreachable")
 
     def ping(self) -> None:
@@ -171,6 +183,9 @@ class SqlStore:
     ) -> RunRecord:
         return self._do(lambda tx: _runs.renew_run_lease(tx, run_id, owner, lease_s))
 
+    def release_run(self, run_id: str, owner: str) -> RunRecord:
+        return self._do(lambda tx: _runs.release_run(tx, run_id, owner))
+
     def finish_run(
         self,
         run_id: str,
@@ -212,9 +227,18 @@ class SqlStore:
         tool_call_id: str | None = None,
         retry_safe: bool = True,
         max_attempts: int = 3,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> JobRecord:
-        return self._do(
-            lambda tx: _jobs.enqueue_job(
+        def op(tx: Tx) -> JobRecord:
+            if run_id is not None or owner is not None:
+                if run_id is None or owner is None or session_id is None:
+                    raise UserError("a job fenced by a run needs run_id, owner and session_id")
+                run = _runs.renew_run_lease(tx, run_id, owner, lease_s)  # LeaseLost: nothing
+                if run.session_id != session_id:
+                    raise UserError(f"run {run_id!r} is not of session {session_id!r}")
+            return _jobs.enqueue_job(
                 tx,
                 tool=tool,
                 arguments=arguments,
@@ -223,7 +247,8 @@ class SqlStore:
                 retry_safe=retry_safe,
                 max_attempts=max_attempts,
             )
-        )
+
+        return self._do(op)
 
     def get_job(self, job_id: str) -> JobRecord | None:
         return self._do(lambda tx: _jobs.get_job(tx, job_id), read=True)
@@ -238,6 +263,12 @@ class SqlStore:
         self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> JobRecord:
         return self._do(lambda tx: _jobs.renew_lease(tx, job_id, owner, lease_s))
+
+    def release_job(self, job_id: str, owner: str) -> JobRecord:
+        return self._do(lambda tx: _jobs.release(tx, job_id, owner))
+
+    def cancel_job(self, job_id: str) -> JobRecord:
+        return self._do(lambda tx: _jobs.cancel(tx, job_id, "the job was cancelled"))
 
     def checkpoint_job(
         self, job_id: str, owner: str, checkpoint: Any, *, lease_s: float = DEFAULT_LEASE_S
@@ -256,6 +287,16 @@ class SqlStore:
     ) -> JobRecord:
         status = "outcome_unknown" if outcome_unknown else "failed"
         return self._do(lambda tx: _jobs.fail(tx, job_id, owner, error, status))
+
+    def watch(self) -> Watch | None:
+        return PgWatch(self._engine, self._target) if self.row_locks else None
+
+    def claim_work(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> OutboxEvent | RunRecord | JobRecord | None:
+        if not self.row_locks and not self._do(_claims.anything_claimable, read=True):
+            return None  # SQLite: an idle look reads, and leaves the write lock to others
+        return self._do(lambda tx: _claims.claim_work(tx, owner, lease_s, max_attempts))
 
     # Waits and the outbox
 
@@ -276,8 +317,16 @@ class SqlStore:
     ) -> OutboxEvent | None:
         return self._do(lambda tx: _delivery.claim_event(tx, owner, lease_s))
 
-    def deliver(self, event_id: int, message: ToolResultMessage) -> Delivery:
-        return self._do(lambda tx: _delivery.deliver(tx, event_id, message))
+    def deliver(
+        self,
+        event_id: int,
+        message: ToolResultMessage,
+        *,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Delivery:
+        take = None if owner is None else (owner, lease_s)
+        return self._do(lambda tx: _delivery.deliver(tx, event_id, message, take))
 
     # Data plane
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, Select, select
+from sqlalchemy import Connection, Row, Select, select, text
 
 from ..exceptions import UserError
 from . import schema as t
@@ -23,6 +23,7 @@ from .errors import NotFound
 S = TypeVar("S", bound=Select[Any])
 
 _MAX_ID = 200
+WORK_CHANNEL = "pi_work"  # PostgreSQL NOTIFY channel: work may be claimable
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +68,12 @@ class Tx:
         return self.conn.execute(
             self.skip_locked(select(t.sessions).where(t.sessions.c.id == session_id))
         ).one_or_none()
+
+    def notify(self) -> None:
+        """Tell listening workers, at commit, that work may be claimable (PostgreSQL;
+        SQLite workers poll)."""
+        if self.row_locks:
+            self.conn.execute(text(f"NOTIFY {WORK_CHANNEL}"))
 
     def set_session_status(self, session_id: str, status: str) -> None:
         """Change a session's status (the caller holds its lock); bumps its version."""

@@ -119,10 +119,12 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinishedRun:
-    """`finish_run`'s answer: the run as stored, and the continuation it queued, if any."""
+    """`finish_run`'s answer: the run as stored, the continuation it queued, if any, and
+    the jobs it launched that were cancelled because it ended without awaiting them."""
 
     run: RunRecord
     continuation: RunRecord | None
+    jobs_cancelled: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -141,13 +141,12 @@ def store_launcher(
     """Starts a background call of `run` as a job of its session (the same call → the
     same job).
 
-    The run's lease is renewed first: a run that was cancelled, or taken over by another
-    worker, starts no job. A call that is not idempotent is not retry-safe: if its
+    The run's lease is renewed in the enqueueing transaction: a run that was cancelled,
+    or taken over by another worker, starts no job. A call that is not idempotent is not retry-safe: if its
     worker dies mid-call, the job ends `outcome_unknown` instead of running again.
     """
 
     def enqueue(call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]) -> str:
-        store.renew_run_lease(run.id, owner, lease_s=lease_s)
         job = store.enqueue_job(
             spec.name,
             arguments,
@@ -155,6 +154,9 @@ def store_launcher(
             tool_call_id=call.id,
             retry_safe=spec.idempotent,
             max_attempts=max_attempts,
+            run_id=run.id,
+            owner=owner,
+            lease_s=lease_s,
         )
         return job.id
 

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from ..messages import Message, ToolResultMessage
+from ._watch import Watch
 from .records import (
     CancelResult,
     Delivery,
@@ -119,6 +120,10 @@ class Store(Protocol):
         self, run_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> RunRecord: ...
 
+    def release_run(self, run_id: str, owner: str) -> RunRecord:
+        """Give a held run back now (it was cut short): the next claim takes it over."""
+        ...
+
     def finish_run(
         self,
         run_id: str,
@@ -132,7 +137,9 @@ class Store(Protocol):
     ) -> FinishedRun:
         """End a held run: append its new `messages`, register its `waits`
         (`(tool_call_id, job_id)`, status `awaiting` only), record `result`, set the
-        session's status; queue the continuation if every awaited result already arrived."""
+        session's status; queue the continuation if every awaited result already arrived.
+        A run ending otherwise cancels the unfinished jobs of the tool calls in
+        `messages` (it answered them `cancelled`)."""
         ...
 
     def get_run(self, run_id: str) -> RunRecord | None: ...
@@ -150,8 +157,15 @@ class Store(Protocol):
         tool_call_id: str | None = None,
         retry_safe: bool = True,
         max_attempts: int = 3,
+        run_id: str | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
     ) -> JobRecord:
-        """A queued job; the same (session, tool call) enqueued again returns the same job."""
+        """A queued job; the same (session, tool call) enqueued again returns the same job.
+
+        With `run_id` and `owner` (the run launching it), the run's lease is renewed in
+        the same transaction: a run cancelled or taken over enqueues nothing (LeaseLost).
+        """
         ...
 
     def get_job(self, job_id: str) -> JobRecord | None: ...
@@ -166,6 +180,16 @@ class Store(Protocol):
     def renew_job_lease(
         self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> JobRecord: ...
+
+    def release_job(self, job_id: str, owner: str) -> JobRecord:
+        """Give a held job back now (its attempt was cut short, e.g. a drain ran out of
+        time): the next claim takes it over as after an expired lease."""
+        ...
+
+    def cancel_job(self, job_id: str) -> JobRecord:
+        """End a job that has not finished as `cancelled`; a worker running it loses its
+        lease and writes nothing more. A finished job is returned as it is."""
+        ...
 
     def checkpoint_job(
         self, job_id: str, owner: str, checkpoint: Any, *, lease_s: float = DEFAULT_LEASE_S
@@ -187,6 +211,20 @@ class Store(Protocol):
         """`failed` (or `outcome_unknown`), with its `failed` outbox event, together."""
         ...
 
+    def watch(self) -> Watch | None:
+        """A subscription to "work may be claimable" notices (PostgreSQL LISTEN), so an
+        idle worker waits to be told rather than polling; None where the backend has
+        none (SQLite: poll)."""
+        ...
+
+    def claim_work(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> OutboxEvent | RunRecord | JobRecord | None:
+        """The most urgent work, under a lease: an outbox event (`claim_outbox_event`),
+        else a run (`claim_run`, `max_attempts` as there), else a job (`claim_job`).
+        One transaction; where nothing is claimable no row is written or locked."""
+        ...
+
     # Waits and the outbox
 
     def register_wait(
@@ -204,10 +242,20 @@ class Store(Protocol):
         """The oldest undelivered event whose job is awaited, under a lease."""
         ...
 
-    def deliver(self, event_id: int, message: ToolResultMessage) -> Delivery:
+    def deliver(
+        self,
+        event_id: int,
+        message: ToolResultMessage,
+        *,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Delivery:
         """Append the result under the awaited `tool_call_id`, mark the wait and the event,
         and queue the `server_result` run if it was the last awaited — one transaction.
-        Second copies are skipped (`duplicate`); a cancelled wait's are `ignored`."""
+        Second copies are skipped (`duplicate`); a cancelled wait's are `ignored`.
+
+        With `owner`, the continuation starts running under `owner`'s lease instead of
+        queued: a worker runs it at once, without a second claim."""
         ...
 
     # Data plane

@@ -32,7 +32,7 @@ from ..exceptions import UserError
 from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
-from ._lease import RELEASE_S
+from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
 from .recipe import stored_recipe
@@ -44,6 +44,7 @@ from .store import DEFAULT_LEASE_S, Store
 log = logging.getLogger("pi_runtime.durable")
 
 _MIN_POLL_S = 0.01
+_LISTEN_S = 0.2  # the longest a listener waits before checking whether to stop
 _RECIPE_CACHE = 1024
 
 
@@ -121,6 +122,8 @@ class Worker:
         self._stopping = False
         self._busy = 0
         self._generation = 0
+        self._notices = 0  # "work may be claimable" notices heard so far
+        self._wake = asyncio.Event()  # set (and replaced) on each notice
 
     # Lifecycle
 
@@ -141,6 +144,8 @@ class Worker:
         log.info(
             "worker %s: serving %s with %d slot(s)", self.name, self.store.url, self.concurrency
         )
+        watch = self.store.watch()
+        listener = asyncio.create_task(self._listen(watch)) if watch is not None else None
         slots = [asyncio.create_task(self._slot(i, once)) for i in range(self.concurrency)]
         await self._halt.wait()
         drained = asyncio.ensure_future(asyncio.wait(slots))
@@ -151,6 +156,10 @@ class Worker:
         for task in (*slots, drained, aborted):
             task.cancel()
         await asyncio.gather(*slots, drained, aborted, return_exceptions=True)
+        if listener is not None and watch is not None:
+            # it ends by itself within _LISTEN_S of the halt: its connection is then free
+            await asyncio.gather(listener, return_exceptions=True)
+            await asyncio.to_thread(watch.close)
         return self.stats
 
     def install_signal_handlers(self) -> None:
@@ -159,12 +168,27 @@ class Worker:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop)
 
+    async def _listen(self, watch: Watch) -> None:
+        """Wake the idle slots on each notice (they still poll, slowly, for expired
+        leases, which send none)."""
+        while not self._halt.is_set():
+            try:
+                heard = await asyncio.to_thread(watch.wait, min(self.poll_s, _LISTEN_S))
+            except StoreError as exc:
+                log.warning("worker %s: %s", self.name, exc)
+                await asyncio.sleep(self.poll_s)
+                continue
+            if heard:
+                self._notices += 1
+                wake, self._wake = self._wake, asyncio.Event()
+                wake.set()
+
     async def _slot(self, index: int, once: bool) -> None:
         owner = f"{self.name}/{index}"
         delay = _MIN_POLL_S
         empty = 0  # looks in a row that found nothing
         while not self._halt.is_set():
-            seen = self._generation
+            seen, heard = self._generation, self._notices
             self._busy += 1
             try:
                 worked = await self._step(owner)
@@ -190,14 +214,23 @@ class Worker:
             if once and empty >= 2 and self._busy == 0:
                 self._halt.set()  # nothing left, and nobody is making more
                 return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._halt.wait(), delay)
+            if heard != self._notices:
+                continue  # told of new work while looking: look again
+            halt, wake = asyncio.ensure_future(self._halt.wait()), self._wake.wait()
+            waiting = {halt, asyncio.ensure_future(wake)}
+            await asyncio.wait(waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
+            for task in waiting:
+                task.cancel()
             delay = min(delay * 2, self.poll_s)
 
     async def _step(self, owner: str) -> bool:
         work = await asyncio.to_thread(self._claim, owner)
         if isinstance(work, OutboxEvent):
-            await self._deliver(work)
+            taken = await self._deliver(work, owner)
+            if taken is not None:  # the continuation it queued, already ours
+                await self._guarded(
+                    self._run(taken, owner), release=self._release_run(taken, owner)
+                )
         elif isinstance(work, RunRecord):
             await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
         elif isinstance(work, JobRecord):
@@ -205,12 +238,8 @@ class Worker:
         return work is not None
 
     def _claim(self, owner: str) -> OutboxEvent | RunRecord | JobRecord | None:
-        """The next work, most urgent first (one thread hop for all three looks)."""
-        return (
-            self.store.claim_outbox_event(owner, lease_s=self.lease_s)
-            or self.store.claim_run(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
-            or self.store.claim_job(owner, lease_s=self.lease_s)
-        )
+        """The next work, most urgent first (one transaction for all three looks)."""
+        return self.store.claim_work(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
 
     async def _guarded(self, work: Any, *, release: Any) -> None:
         """Run `work`; if it is cancelled (a drain ran out of time), release its lease so
@@ -223,21 +252,28 @@ class Worker:
             raise
 
     def _release_run(self, run: RunRecord, owner: str) -> Any:
-        return lambda: self.store.renew_run_lease(run.id, owner, lease_s=RELEASE_S)
+        return lambda: self.store.release_run(run.id, owner)
 
     def _release_job(self, job: JobRecord, owner: str) -> Any:
-        return lambda: self.store.renew_job_lease(job.id, owner, lease_s=RELEASE_S)
+        return lambda: self.store.release_job(job.id, owner)
 
     # The three kinds of work
 
-    async def _deliver(self, event: OutboxEvent) -> None:
+    async def _deliver(self, event: OutboxEvent, owner: str) -> RunRecord | None:
+        """Deliver `event`; the continuation it queued, if any, is returned held by
+        `owner` (unless draining), to be run by this slot next."""
         message = result_message(event, encoder=self.encoder)
-        delivery = await asyncio.to_thread(self.store.deliver, event.id, message)
+        take = None if self._stopping else owner
+        delivery = await asyncio.to_thread(
+            self.store.deliver, event.id, message, owner=take, lease_s=self.lease_s
+        )
         self.stats.deliveries[delivery.outcome] += 1
         log.info(
             "event %d (job %s) → session %s call %s: %s",
             event.id, event.job_id, event.session_id, event.tool_call_id, delivery.outcome,
         )  # fmt: skip
+        run = delivery.continuation
+        return run if run is not None and take and run.lease_owner == take else None
 
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:

@@ -1,0 +1,166 @@
+"""The `bare` row of `pi bench jobs`: the simplest correct queue on the same database.
+
+A table of `jobs` rows; `workers` processes each loop "claim the oldest queued row and
+mark it done" — one statement, one transaction per job (`FOR UPDATE SKIP LOCKED` on
+PostgreSQL, `BEGIN IMMEDIATE` on SQLite) — until none is left. No leases, no outbox, no
+sessions: what the database itself allows. The durable rows are read against it
+(`ratio_to_bare`), so a slow or busy machine shows up in both.
+
+Workers connect first and say `ready`; timing starts when all are told `go` and ends
+at the last worker's last commit, so process start-up is not counted.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from contextlib import closing
+from typing import Any
+
+from ..exceptions import UserError
+
+_TABLE = "pi_bench_bare"
+_PG_CLAIM = (
+    f"UPDATE {_TABLE} SET status = 'done' WHERE id = (SELECT id FROM {_TABLE} "
+    "WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
+)
+_SQLITE_CLAIM = (
+    f"UPDATE {_TABLE} SET status = 'done' WHERE id = (SELECT id FROM {_TABLE} "
+    "WHERE status = 'queued' ORDER BY id LIMIT 1) RETURNING id"
+)
+
+
+def measure_bare(backend: str, url: str, *, jobs: int, workers: int) -> dict[str, Any]:
+    """One `bare` row: `jobs` rows through `workers` processes, counted as the durable
+    rows are (`duplicates`: rows claimed twice; `lost`: rows never claimed)."""
+    _fill(backend, url, jobs)
+    command = [sys.executable, "-c", "from pi_runtime.bench.bare import main; main()"]
+    procs = [
+        subprocess.Popen(
+            [*command, backend, url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(workers)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if line.strip() != b"ready":
+                error = proc.stderr.read().decode(errors="replace")[-1000:] if proc.stderr else ""
+                raise UserError(f"a bare queue worker did not start: {error}")
+        started = time.time()
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write(b"go\n")
+            proc.stdin.flush()
+        reports = [_report(proc) for proc in procs]
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    claimed = [i for report in reports for i in report["ids"]]
+    span = max(report["end"] for report in reports) - started
+    return {
+        "backend": backend,
+        "mode": "bare",
+        "workers": workers,
+        "jobs": jobs,
+        "jobs_per_s": round(len(set(claimed)) / span, 1) if span > 0 else 0.0,
+        "p50_ms": None,
+        "p99_ms": None,
+        "duplicates": len(claimed) - len(set(claimed)),
+        "lost": jobs - len(set(claimed)),
+        "incomplete": 0,
+        "kills": 0,
+    }
+
+
+def _report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if proc.wait(timeout=120) != 0 or not line:
+        error = proc.stderr.read().decode(errors="replace")[-1000:] if proc.stderr else ""
+        raise UserError(f"a bare queue worker failed: {error}")
+    report: dict[str, Any] = json.loads(line)
+    return report
+
+
+def _fill(backend: str, url: str, jobs: int) -> None:
+    ddl = (
+        f"CREATE TABLE {_TABLE} (id {'BIGSERIAL' if backend == 'postgresql' else 'INTEGER'} "
+        "PRIMARY KEY, status TEXT NOT NULL, payload TEXT NOT NULL)"
+    )
+    index = f"CREATE INDEX ix_{_TABLE} ON {_TABLE} (status, id)"
+    rows = [("queued", json.dumps({"n": n})) for n in range(jobs)]
+    if backend == "postgresql":
+        with _pg(url) as conn:
+            conn.execute(ddl)
+            conn.execute(index)
+            with conn.cursor() as cur:
+                cur.executemany(f"INSERT INTO {_TABLE} (status, payload) VALUES (%s, %s)", rows)
+        return
+    with closing(_sqlite(url)) as conn:
+        conn.execute(ddl)
+        conn.execute(index)
+        conn.execute("BEGIN")
+        conn.executemany(f"INSERT INTO {_TABLE} (status, payload) VALUES (?, ?)", rows)
+        conn.execute("COMMIT")
+
+
+def _pg(url: str) -> Any:
+    import psycopg
+    from sqlalchemy import make_url
+
+    parsed = make_url(url)
+    return psycopg.connect(
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 5432,
+        user=parsed.username,
+        password=parsed.password,
+        dbname=parsed.database,
+        options=parsed.query.get("options"),  # type: ignore[arg-type]
+        autocommit=True,
+    )
+
+
+def _sqlite(url: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(url.removeprefix("sqlite:///"), timeout=30, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+def main() -> None:
+    """A worker process: `ready`, wait for `go`, claim until the queue is empty, then
+    print which rows it claimed and when it finished."""
+    backend, url = sys.argv[1], sys.argv[2]
+    ids: list[int] = []
+    claim: Callable[[], Any]
+    if backend == "postgresql":
+        conn = _pg(url)
+
+        def claim() -> Any:
+            return conn.execute(_PG_CLAIM).fetchone()
+
+    else:
+        lite = _sqlite(url)
+
+        def claim() -> Any:
+            lite.execute("BEGIN IMMEDIATE")
+            row = lite.execute(_SQLITE_CLAIM).fetchone()
+            lite.execute("COMMIT")
+            return row
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    while (row := claim()) is not None:
+        ids.append(row[0])
+    print(json.dumps({"ids": ids, "end": time.time()}), flush=True)
