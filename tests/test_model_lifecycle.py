@@ -158,16 +158,17 @@ def test_a_closed_agent_opens_its_model_again_for_the_next_run(
     assert server.wait_closed(2)
 
 
-def test_run_sync_takes_the_same_arguments_as_run() -> None:
+@pytest.mark.parametrize("method", ["run_sync", "run_stream"])
+def test_run_sync_and_run_stream_take_the_same_arguments_as_run(method: str) -> None:
     run = inspect.signature(Agent.run).parameters
-    run_sync = inspect.signature(Agent.run_sync).parameters
+    other = inspect.signature(getattr(Agent, method)).parameters
 
     public = {name: p for name, p in run.items() if not name.startswith("_")}
-    assert list(run_sync) == list(public)
+    assert list(other) == list(public)
     for name, parameter in public.items():
-        assert run_sync[name].kind == parameter.kind
-        assert run_sync[name].default == parameter.default
-        assert run_sync[name].annotation == parameter.annotation
+        assert other[name].kind == parameter.kind
+        assert other[name].default == parameter.default
+        assert other[name].annotation == parameter.annotation
 
 
 def test_run_sync_passes_its_arguments_through(server: Server) -> None:

@@ -343,23 +343,42 @@ class Agent:
             "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
         )
 
-    def run_stream(self, prompt: str | None, **kwargs: object) -> RunStream:
-        """Run while yielding events as they happen (`ModelDelta`s included)."""
-        return RunStream(self, prompt, kwargs)
+    def run_stream(
+        self,
+        prompt: str | None,
+        *,
+        history: Sequence[Message] = (),
+        session_id: str | None = None,
+        next_tool_choice: str | None = None,
+        run_id: str | None = None,
+        launcher: Launcher | None = None,
+        request_elapsed_s: float = 0.0,
+    ) -> RunStream:
+        """Run while yielding events as they happen (`ModelDelta`s included); takes the
+        same arguments as `run`."""
+        options: dict[str, Any] = {
+            "history": history,
+            "session_id": session_id,
+            "next_tool_choice": next_tool_choice,
+            "run_id": run_id,
+            "launcher": launcher,
+            "request_elapsed_s": request_elapsed_s,
+        }
+        return RunStream(self, prompt, options)
 
 
 class RunStream:
     """Async iterator over a run's events; `result` is set once the run has ended."""
 
-    def __init__(self, agent: Agent, prompt: str | None, kwargs: dict[str, object]) -> None:
+    def __init__(self, agent: Agent, prompt: str | None, options: dict[str, Any]) -> None:
         self._agent = agent
         self._prompt = prompt
-        self._kwargs = kwargs
+        self._options = options
         self.result: RunResult | None = None
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         queue: asyncio.Queue[Event] = asyncio.Queue()
-        task = asyncio.create_task(self._agent.run(self._prompt, _live=queue, **self._kwargs))  # type: ignore[arg-type]
+        task = asyncio.create_task(self._agent.run(self._prompt, _live=queue, **self._options))
         try:
             while True:
                 getter = asyncio.ensure_future(queue.get())
