@@ -5,6 +5,7 @@ imports of one test never serve another)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import uuid
 from pathlib import Path
@@ -284,3 +285,18 @@ def test_two_agents_tool_modules_of_one_name_are_refused_not_mixed_up(tmp_path: 
     Agent.from_file(tmp_path / "one" / "agent.toml", trace_dir=False)
     with pytest.raises(UserError, match=r"already imported from .*one"):
         Agent.from_file(tmp_path / "two" / "agent.toml", trace_dir=False)
+
+
+def test_limits_live_in_one_place_with_the_retries() -> None:
+    from pi_runtime import Limits
+    from pi_runtime.testing import ScriptedModel
+
+    parameters = inspect.signature(Agent).parameters
+    for shortcut in ("max_steps", "token_budget", "wall_clock_s", "retry_base_s", "model_retries"):
+        assert shortcut not in parameters  # Limits holds them; the agent file's [limits] too
+    agent = Agent(ScriptedModel([]), limits=Limits(model_retries=0), trace_dir=False)
+    assert agent.limits.model_retries == 0
+    with pytest.raises(UserError, match="limits must be a Limits"):
+        Agent(ScriptedModel([]), limits={"max_steps": 3}, trace_dir=False)  # type: ignore[arg-type]
+    with pytest.raises(UserError, match="model_retries must be an integer >= 0"):
+        Limits(model_retries=-1)

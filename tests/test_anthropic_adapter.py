@@ -19,6 +19,7 @@ import respx
 from pi_runtime import (
     Agent,
     AssistantMessage,
+    Limits,
     ModelError,
     ModelRequest,
     TextBlock,
@@ -392,7 +393,7 @@ def test_run_retries_a_rate_limit_then_completes() -> None:
         ),
         sse("final_answer.txt"),
     )
-    agent = Agent(claude(router), trace_dir=False, retry_base_s=0.0)
+    agent = Agent(claude(router), trace_dir=False, limits=Limits(retry_base_s=0.0))
     result = asyncio.run(agent.run("weather?"))
     assert result.status == "completed"
     assert route.call_count == 2

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pi_runtime import Agent, UserError, tool
+from pi_runtime import Agent, Limits, UserError, tool
 from pi_runtime.context import (
     Budget,
     BuiltContext,
@@ -445,7 +445,12 @@ def paging_script(pages: int, *, usage: dict[str, int] | None = None) -> list[di
 def run_pages(pages: int, budget: Budget | None = None, **kwargs: Any) -> tuple[ScriptedModel, Any]:
     model = ScriptedModel(paging_script(pages))
     agent = Agent(
-        model, tools=[fetch], budget=budget, max_steps=pages + 2, trace_dir=False, **kwargs
+        model,
+        tools=[fetch],
+        budget=budget,
+        trace_dir=False,
+        **kwargs,
+        limits=Limits(max_steps=pages + 2),
     )
     result = agent.run_sync(TASK)
     assert result.stop_reason == "final_answer", result.error

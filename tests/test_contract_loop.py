@@ -6,7 +6,7 @@ import json
 
 from pydantic import BaseModel
 
-from pi_runtime import Agent, UserMessage
+from pi_runtime import Agent, Limits, UserMessage
 from pi_runtime.contract import FULFILLMENT_EXAMPLE, fulfillment_contract
 from pi_runtime.testing import ScriptedModel
 
@@ -63,7 +63,9 @@ def test_repairs_are_bounded_then_the_run_ends_contract_violation() -> None:
 
 def test_repairs_count_toward_max_steps() -> None:
     model = ScriptedModel([{"text": "not json"}] * 3)
-    result = Agent(model, output=Weather, max_steps=2, trace_dir=False).run_sync("weather?")
+    result = Agent(model, output=Weather, trace_dir=False, limits=Limits(max_steps=2)).run_sync(
+        "weather?"
+    )
     assert (result.status, result.stop_reason, result.steps) == ("stopped", "max_steps", 2)
 
 

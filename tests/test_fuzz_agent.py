@@ -55,17 +55,18 @@ SEED = int(os.environ.get("PI_FUZZ_SEED", "10000"))
 ONLY = os.environ.get("PI_FUZZ_ONLY")
 
 PROFILES = {
-    "default": Limits(wall_clock_s=60),
+    "default": Limits(wall_clock_s=60, retry_base_s=0.001),
     # guards out of the way, so every reply of a run is delivered
     "relaxed": Limits(
         wall_clock_s=60,
+        retry_base_s=0.001,
         max_consecutive_errors=10_000,
         loop_window=1,
         loop_threshold=2,
         no_progress_window=1,
         no_progress_repeats=2,
     ),
-    "budget": Limits(wall_clock_s=60, token_budget=6_000),
+    "budget": Limits(wall_clock_s=60, token_budget=6_000, retry_base_s=0.001),
 }
 
 
@@ -107,9 +108,7 @@ class Fuzz:
         LEDGER.finish_reasons.clear()
         model = FunctionModel(self._answer, name="fuzz")
         self.agents = {
-            name: Agent(
-                model, tools=TOOLS, limits=limits, trace_dir=self.trace_dir, retry_base_s=0.001
-            )
+            name: Agent(model, tools=TOOLS, limits=limits, trace_dir=self.trace_dir)
             for name, limits in PROFILES.items()
         }
 

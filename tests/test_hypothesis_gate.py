@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from pi_runtime import Agent, RunResult, ToolCall, ToolResultMessage, tool
+from pi_runtime import Agent, Limits, RunResult, ToolCall, ToolResultMessage, tool
 from pi_runtime.messages import RunStatus, StopReason
 from pi_runtime.testing import ScriptedModel
 from pi_runtime.tools import Gate, ToolOutcome
@@ -180,7 +180,9 @@ def scripted_run(name: str, raw: str, finish: str) -> RunResult:
             {"text": "I could not do that."},
         ]
     )
-    agent = Agent(model, tools=TOOLS, trace_dir=False, max_steps=3, retry_base_s=0.001)
+    agent = Agent(
+        model, tools=TOOLS, trace_dir=False, limits=Limits(max_steps=3, retry_base_s=0.001)
+    )
     return agent.run_sync("do something")
 
 

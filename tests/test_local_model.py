@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from pi_runtime import Agent, ModelError, UserError
+from pi_runtime import Agent, Limits, ModelError, UserError
 from pi_runtime.messages import (
     STOP_STATUS,
     AssistantMessage,
@@ -420,7 +420,9 @@ def test_a_conversation_longer_than_the_context_is_a_clear_model_error() -> None
 def test_a_weather_agent_on_local_ends_well_formed_within_its_guards(
     prompt: str, tmp_path: Path
 ) -> None:
-    agent = Agent("local", tools=TOOLS, max_steps=4, wall_clock_s=240, trace_dir=tmp_path)
+    agent = Agent(
+        "local", tools=TOOLS, trace_dir=tmp_path, limits=Limits(max_steps=4, wall_clock_s=240)
+    )
 
     result = agent.run_sync(prompt)
 

@@ -129,7 +129,7 @@ def test_token_budget_stops_the_run_once_cumulative_usage_exceeds_it(tmp_path: P
             text("done"),
         ]
     )
-    agent = Agent(model, tools=[lookup], trace_dir=tmp_path, token_budget=100)
+    agent = Agent(model, tools=[lookup], trace_dir=tmp_path, limits=Limits(token_budget=100))
 
     result = agent.run_sync("look things up")
 
@@ -147,7 +147,7 @@ def test_wall_clock_stops_a_model_call_that_takes_too_long(tmp_path: Path) -> No
             text("never delivered", delay_ms=60_000),
         ]
     )
-    agent = Agent(model, tools=[lookup], trace_dir=tmp_path, wall_clock_s=0.3)
+    agent = Agent(model, tools=[lookup], trace_dir=tmp_path, limits=Limits(wall_clock_s=0.3))
 
     result = agent.run_sync("look it up")
 
@@ -174,7 +174,7 @@ def test_wall_clock_gives_the_unanswered_tool_call_a_cancelled_result(tmp_path: 
         return "report"
 
     model = ScriptedModel([function_call("slow_report", {"region": "north"}), text("done")])
-    agent = Agent(model, tools=[slow_report], trace_dir=tmp_path, wall_clock_s=0.3)
+    agent = Agent(model, tools=[slow_report], trace_dir=tmp_path, limits=Limits(wall_clock_s=0.3))
 
     result = agent.run_sync("report on the north")
 
@@ -206,7 +206,7 @@ def test_wall_clock_does_not_wait_for_a_blocked_sync_tool(tmp_path: Path) -> Non
         return "exported"
 
     model = ScriptedModel([function_call("export_table", {"table": "orders"}), text("done")])
-    agent = Agent(model, tools=[export_table], trace_dir=tmp_path, wall_clock_s=0.3)
+    agent = Agent(model, tools=[export_table], trace_dir=tmp_path, limits=Limits(wall_clock_s=0.3))
 
     try:
         result = agent.run_sync("export the orders")
@@ -370,7 +370,7 @@ def test_transient_model_errors_are_retried_until_the_call_succeeds(tmp_path: Pa
             raise ModelError("rate limited", transient=True)
         return {"text": "answer after retries"}
 
-    agent = Agent(FunctionModel(flaky_model), trace_dir=tmp_path, retry_base_s=0.001)
+    agent = Agent(FunctionModel(flaky_model), trace_dir=tmp_path, limits=Limits(retry_base_s=0.001))
 
     result = agent.run_sync("hello")
 
@@ -387,7 +387,7 @@ def test_transient_model_errors_give_up_after_the_retries(tmp_path: Path) -> Non
     def always_busy(request: pi_runtime.ModelRequest) -> dict[str, Any]:
         raise ModelError("overloaded", transient=True)
 
-    agent = Agent(FunctionModel(always_busy), trace_dir=tmp_path, retry_base_s=0.001)
+    agent = Agent(FunctionModel(always_busy), trace_dir=tmp_path, limits=Limits(retry_base_s=0.001))
 
     result = agent.run_sync("hello")
 
@@ -417,7 +417,9 @@ def test_a_model_timeout_is_a_model_error_not_the_wall_clock(tmp_path: Path) -> 
         raise TimeoutError("read timed out")
 
     agent = Agent(
-        FunctionModel(timing_out), trace_dir=tmp_path, retry_base_s=0.001, wall_clock_s=600
+        FunctionModel(timing_out),
+        trace_dir=tmp_path,
+        limits=Limits(retry_base_s=0.001, wall_clock_s=600),
     )
 
     result = agent.run_sync("hello")

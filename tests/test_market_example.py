@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pi_runtime import Agent, ModelRequest, ToolError, ToolResultMessage
+from pi_runtime import Agent, Limits, ModelRequest, ToolError, ToolResultMessage
 from pi_runtime.data.memory import MemoryDataStore
 from pi_runtime.data.plane import DataPlane
 from pi_runtime.durable import open_store
@@ -196,7 +196,9 @@ def test_a_model_reads_every_page_by_cursor_and_never_sees_a_kline(
         args = {"result": reference, "cursor": header.next}
         return {"tool_calls": [{"name": "read_result", "arguments": args}]}
 
-    result = Agent(FunctionModel(model), tools=tools.TOOLS, max_steps=20).run_sync("crossovers?")
+    result = Agent(FunctionModel(model), tools=tools.TOOLS, limits=Limits(max_steps=20)).run_sync(
+        "crossovers?"
+    )
 
     assert result.status == "completed", result.stop_reason
     pages = [m.content for m in result.messages if isinstance(m, ToolResultMessage)]

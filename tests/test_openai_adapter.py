@@ -28,7 +28,7 @@ import pytest
 from openai._models import construct_type
 from openai.types.chat import ChatCompletionChunk
 
-from pi_runtime import Agent, ModelError, UserError, tool
+from pi_runtime import Agent, Limits, ModelError, UserError, tool
 from pi_runtime.messages import (
     AssistantMessage,
     TextBlock,
@@ -622,8 +622,8 @@ def test_the_gate_refuses_a_call_cut_off_by_the_output_limit(
         server_model(server_url),
         tools=[get_weather],
         settings=ModelSettings(max_tokens=5, temperature=0),
-        max_steps=2,
         trace_dir=tmp_path,
+        limits=Limits(max_steps=2),
     )
     result = agent.run_sync("北京今天天气怎么样？", next_tool_choice="get_weather")
 
@@ -655,8 +655,8 @@ def test_an_agent_run_over_http_calls_the_tool_and_records_usage(
         server_model(server_url),
         tools=[get_weather],
         settings=ModelSettings(max_tokens=48, temperature=0),
-        max_steps=2,
         trace_dir=tmp_path,
+        limits=Limits(max_steps=2),
     )
     result = agent.run_sync("北京今天天气怎么样？", next_tool_choice="get_weather")
 

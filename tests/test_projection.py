@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pi_runtime import Agent, tool
+from pi_runtime import Agent, Limits, tool
 from pi_runtime.observe import first_sentence, project_for_user
 from pi_runtime.testing import ScriptedModel
 
@@ -54,7 +54,9 @@ def test_first_sentence_handles_cjk_punctuation_and_long_text() -> None:
 
 def test_failed_tools_and_guards_appear_as_progress() -> None:
     model = ScriptedModel([{"tool_calls": [{"name": "import_rows", "arguments": {"table": 5}}]}])
-    result = Agent(model, tools=[import_rows], max_steps=1, trace_dir=False).run_sync("go")
+    result = Agent(
+        model, tools=[import_rows], trace_dir=False, limits=Limits(max_steps=1)
+    ).run_sync("go")
     updates = [(u.kind, u.text) for e in result.events for u in project_for_user(e)]
     assert ("progress", "import_rows: failed (invalid_arguments)") in updates
     assert any(kind == "progress" and text.startswith("stopping:") for kind, text in updates)

@@ -165,13 +165,10 @@ def test_output_discipline_is_on_by_default() -> None:
     [
         lambda: render_system_prompt(discipline=False)[0],
         lambda: render_system_prompt(PromptParts(discipline=False))[0],
-        lambda: quiet_agent(output_discipline=False).system,
-        lambda: quiet_agent(instructions="You are a clerk.", output_discipline=False).system,
-        lambda: (
-            quiet_agent(instructions=PromptParts(role="A clerk."), output_discipline=False).system
-        ),
+        lambda: quiet_agent(instructions=PromptParts(discipline=False)).system,
+        lambda: quiet_agent(instructions=PromptParts(role="A clerk.", discipline=False)).system,
     ],
-    ids=["render", "parts", "agent", "agent-role", "agent-parts"],
+    ids=["render", "parts", "agent", "agent-role"],
 )
 def test_output_discipline_can_be_switched_off(make: object) -> None:
     text = make()  # type: ignore[operator]

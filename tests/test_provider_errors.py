@@ -16,7 +16,7 @@ import httpx2
 import openai
 import pytest
 
-from pi_runtime import Agent, ModelError, ModelRequest
+from pi_runtime import Agent, Limits, ModelError, ModelRequest
 from pi_runtime.models.classify import classify_provider_error, retry_after_seconds
 from pi_runtime.testing import FunctionModel
 
@@ -352,7 +352,9 @@ def test_run_retries_transient_provider_errors_then_completes() -> None:
         status_error("openai", "InternalServerError", 503, "server_error"),
     ]
     agent = Agent(
-        FunctionModel(failing_then_answering(failures)), trace_dir=False, retry_base_s=0.0
+        FunctionModel(failing_then_answering(failures)),
+        trace_dir=False,
+        limits=Limits(retry_base_s=0.0),
     )
     result = asyncio.run(agent.run("hi"))
     assert (result.status, result.stop_reason, result.output) == (
@@ -372,8 +374,7 @@ def test_run_ends_with_model_error_when_transient_errors_persist() -> None:
     agent = Agent(
         FunctionModel(failing_then_answering(failures)),
         trace_dir=False,
-        retry_base_s=0.0,
-        model_retries=2,
+        limits=Limits(retry_base_s=0.0, model_retries=2),
     )
     result = asyncio.run(agent.run("hi"))
     assert (result.status, result.stop_reason) == ("failed", "model_error")

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from cli_support import Ran, pi_inprocess, pi_process
-from pi_runtime import Agent, ModelError, RunResult, ToolCall, ToolError, UserError, tool
+from pi_runtime import Agent, Limits, ModelError, RunResult, ToolCall, ToolError, UserError, tool
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.models import resolve_model
 from pi_runtime.models.anthropic import AnthropicModel
@@ -99,7 +99,7 @@ def test_a_provider_error_echoing_the_key_is_redacted_in_the_result_and_trace(
     monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     model = resolve_model("openai:gpt-4o-mini", base_url=f"http://127.0.0.1:{server_port}/v1")
 
-    result = Agent(model, trace_dir=tmp_path, model_retries=0).run_sync("hello")
+    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
 
     assert (result.status, result.stop_reason) == ("failed", "model_error")
     assert result.error is not None and "[redacted]" in result.error
@@ -116,7 +116,7 @@ def test_credentials_in_the_base_url_stay_out_of_the_model_name_result_and_trace
     url = f"http://user:{PASSWORD}@127.0.0.1:{server_port}/v1?api_key={SERVER_KEY}"
 
     model = resolve_model("qwen2.5:7b", base_url=url)
-    result = Agent(model, trace_dir=tmp_path, model_retries=0).run_sync("hello")
+    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
 
     assert model.name == (
         f"openai-compatible:qwen2.5:7b@http://***@127.0.0.1:{server_port}/v1?api_key=[redacted]"
@@ -134,7 +134,7 @@ def test_anthropic_errors_echoing_the_key_are_redacted(
     monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
     model = AnthropicModel("claude-sonnet-4-6", base_url=f"http://127.0.0.1:{server_port}")
 
-    result = Agent(model, trace_dir=tmp_path, model_retries=0).run_sync("hello")
+    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
 
     assert result.stop_reason == "model_error"
     assert_no_secret(everything_of(result), capfd.readouterr().err)

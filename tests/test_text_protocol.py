@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pi_runtime import (
     Agent,
     AssistantMessage,
+    Limits,
     ModelRequest,
     ModelResponse,
     RunResult,
@@ -95,7 +96,7 @@ def ask(
 
 def run(model: TextProtocolModel, prompt: str, tmp_path: Path, **kwargs: object) -> RunResult:
     LOOKUPS.clear()
-    agent = Agent(model, tools=[lookup, convert], trace_dir=tmp_path, retry_base_s=0)
+    agent = Agent(model, tools=[lookup, convert], trace_dir=tmp_path, limits=Limits(retry_base_s=0))
     return agent.run_sync(prompt, **kwargs)
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from pi_runtime import Agent, ToolCall, ToolError, ToolResultMessage, UserError, tool
+from pi_runtime import Agent, Limits, ToolCall, ToolError, ToolResultMessage, UserError, tool
 from pi_runtime.messages import has_surrogates, parse_object
 from pi_runtime.messages.canonical import action_hash
 from pi_runtime.testing import ScriptedModel
@@ -364,7 +364,7 @@ def test_a_run_with_surrogate_arguments_writes_a_clean_trace(tmp_path: Path) -> 
             {"text": "done"},
         ]
     )
-    agent = Agent(model, tools=[echo], trace_dir=tmp_path, max_steps=3)
+    agent = Agent(model, tools=[echo], trace_dir=tmp_path, limits=Limits(max_steps=3))
 
     result = agent.run_sync("go")
 

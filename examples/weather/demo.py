@@ -18,7 +18,7 @@ import sys
 
 from rich.console import Console
 
-from pi_runtime import Agent, RunResult, UserError
+from pi_runtime import Agent, Limits, RunResult, UserError
 from pi_runtime.cli.progress import render_progress
 from pi_runtime.models import resolve_model
 
@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     try:
         model = resolve_model(args.model, base_url=args.base_url)
-        agent = Agent(model, tools=TOOLS, max_steps=args.max_steps, wall_clock_s=args.timeout)
+        agent = Agent(
+            model, tools=TOOLS, limits=Limits(max_steps=args.max_steps, wall_clock_s=args.timeout)
+        )
     except UserError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return 2

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..context import Budget, count_tokens
 from ..context.builder import MESSAGE_OVERHEAD, message_text
-from ..loop import Agent
+from ..loop import Agent, Limits
 from ..messages import message_from_dict
 from ..observe import read_trace
 from ..testing import ScriptedModel
@@ -63,7 +63,7 @@ def measure(turns: int = TURNS, budget: Budget = BUDGET) -> dict[str, Any]:
             ScriptedModel(_script(turns)),
             tools=[read_page],
             budget=budget,
-            max_steps=turns + 1,
+            limits=Limits(max_steps=turns + 1),
             trace_dir=trace_dir,
         )
         result = agent.run_sync("Read the quarterly report page by page, then summarise it.")

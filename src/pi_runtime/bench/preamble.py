@@ -20,9 +20,9 @@ import json
 import tempfile
 from typing import Any
 
-from ..context import OUTPUT_DISCIPLINE, count_tokens
+from ..context import OUTPUT_DISCIPLINE, PromptParts, count_tokens
 from ..exceptions import UserError
-from ..loop import Agent
+from ..loop import Agent, Limits
 from ..messages import TextBlock, ToolCall, Usage
 from ..models import Model, ModelRequest, ModelResponse, ModelSettings, resolve_model
 from ..testing import FunctionModel
@@ -115,10 +115,9 @@ def run_case(model: Model, *, discipline: bool, tool_choice: bool) -> dict[str, 
         agent = Agent(
             model,
             tools=[import_draft],
-            output_discipline=discipline,
+            instructions=PromptParts(discipline=discipline),
             settings=ModelSettings(max_tokens=MAX_TOKENS),
-            max_steps=4,
-            wall_clock_s=300,
+            limits=Limits(max_steps=4, wall_clock_s=300),
             trace_dir=trace_dir,
         )
         result = agent.run_sync(PROMPT, next_tool_choice="import_draft" if tool_choice else "auto")

@@ -57,7 +57,7 @@ class Agent:
         allow: names it may call (default: all of `tools`); others are `permission_denied`.
         instructions: the role (a string) or all parts of the system prompt
             (`PromptParts`); output discipline rules are added unless
-            `output_discipline=False`.
+            `PromptParts(discipline=False)`.
         prompt_template: the versioned template the system prompt is rendered from.
         budget: the token budget of each request (`Budget`: context window, output
             reserve, compression settings).
@@ -67,14 +67,17 @@ class Agent:
             answer must be a JSON object matching it; a miss is sent back for repair,
             at most `max_repairs` times, then the run ends `contract_violation`.
         tool_retrieval: past its threshold, offer each call only the tools it needs.
-        limits: the run's guards (`Limits`); keyword shortcuts below override fields.
-        trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
-            False writes none.
-        retry_base_s: first backoff delay for transient tool and model failures.
+        limits: the guards, circuit breakers and retries of each request (`Limits`:
+            `max_steps`, `token_budget`, `wall_clock_s`, `model_retries`, …).
+        settings: model request settings (temperature, max output tokens, …).
         tool_choice: the tool choice of each request's first model call (`auto`,
             `required`, `none` or a tool name); `run(next_tool_choice=…)` overrides it.
-        definition: the `AgentDefinition` this agent was built from, if any (a durable
-            session stores it so every continuation runs this same agent).
+        trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
+            False writes none.
+
+    Attributes:
+        definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
+            a durable session's stored agent), else None.
     """
 
     def __init__(
@@ -84,22 +87,15 @@ class Agent:
         tools: Iterable[ToolSpec] = (),
         allow: Iterable[str] | None = None,
         instructions: str | PromptParts | None = None,
-        output_discipline: bool = True,
         prompt_template: PromptTemplate | None = None,
         budget: Budget | None = None,
         summariser: Summariser | Literal["model"] | None = None,
         output: OutputContract | type[BaseModel] | None = None,
         tool_retrieval: ToolRetriever | None = None,
         limits: Limits | None = None,
-        max_steps: int | None = None,
-        token_budget: int | None = None,
-        wall_clock_s: float | None = None,
         settings: ModelSettings | None = None,
-        trace_dir: str | Path | bool | None = None,
-        retry_base_s: float = 0.25,
-        model_retries: int = 2,
         tool_choice: str = "auto",
-        definition: AgentDefinition | None = None,
+        trace_dir: str | Path | bool | None = None,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -116,17 +112,9 @@ class Agent:
         unknown = sorted((self.allow or frozenset()) - set(names))
         if unknown:
             raise UserError(f"allow names tools the agent does not have: {', '.join(unknown)}")
-        base = limits or Limits()
-        overrides = {
-            k: v
-            for k, v in {
-                "max_steps": max_steps,
-                "token_budget": token_budget,
-                "wall_clock_s": wall_clock_s,
-            }.items()
-            if v is not None
-        }
-        self.limits = Limits(**{**base.to_dict(), **overrides})
+        if limits is not None and not isinstance(limits, Limits):
+            raise UserError(f"limits must be a Limits, got {limits!r}")
+        self.limits = limits or Limits()
         if isinstance(output, type):
             output = OutputContract.from_model(output)
         self.contract = output
@@ -138,9 +126,7 @@ class Agent:
             )
             instructions = replace(parts, output_format=output.instructions())
         self.retriever = tool_retrieval
-        self.system, self.template = render_system_prompt(
-            instructions, discipline=output_discipline, template=prompt_template
-        )
+        self.system, self.template = render_system_prompt(instructions, template=prompt_template)
         self.budget = budget or Budget()
         self.summariser = model_summariser(self.model) if summariser == "model" else summariser
         self.settings = settings or ModelSettings()
@@ -151,9 +137,7 @@ class Agent:
             self.trace_dir = default_trace_dir()
         else:
             self.trace_dir = Path(trace_dir)
-        self.retry_base_s = retry_base_s
-        self.model_retries = model_retries
-        self.definition = definition
+        self.definition: AgentDefinition | None = None
         self.tool_choice = tool_choice
         self.validate_tool_choice(tool_choice)
 
@@ -251,7 +235,7 @@ class Agent:
             self.tools,
             allow=self.allow,
             session_id=session,
-            retry_base_s=self.retry_base_s,
+            retry_base_s=self.limits.retry_base_s,
             launcher=launcher,
         )
         offered = tuple(s.definition for s in gate.offered)
@@ -265,8 +249,8 @@ class Agent:
             settings=self.settings,
             emit=recorder.emit,
             live=live,
-            model_retries=self.model_retries,
-            retry_base_s=self.retry_base_s,
+            model_retries=self.limits.model_retries,
+            retry_base_s=self.limits.retry_base_s,
             builder=ContextBuilder(self.budget, summariser=self.summariser),
             runtime=runtime,
             prompt=self.template.ref,

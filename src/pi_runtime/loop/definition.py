@@ -155,7 +155,7 @@ class AgentDefinition:
 
         merged = {**self.limits, **(limits or {})}
         try:
-            return Agent(
+            agent = Agent(
                 model or self._model(models),
                 tools=self.load_tools(),
                 allow=self.allow,
@@ -166,12 +166,13 @@ class AgentDefinition:
                 limits=Limits(**merged),
                 tool_choice=self.tool_choice or "auto",
                 trace_dir=trace_dir,
-                definition=self,
             )
         except DefinitionError:
             raise
         except UserError as exc:
             raise DefinitionError(_blame(str(exc)), str(exc)) from None
+        agent.definition = self
+        return agent
 
     def _model(self, cache: dict[str, Model] | None) -> Model:
         key = f"{self.model}@{self.base_url}"

@@ -55,6 +55,10 @@ class Limits:
         block_repeated_calls: a call identical to the one just before it (same tool,
             same canonical arguments) is not run; the model gets a `repeated_call` error
             asking it to try another way (seed 002 §5.2).
+        model_retries: how often a transient model failure is retried before the run
+            ends `model_error`.
+        retry_base_s: first backoff delay (seconds) for transient tool and model
+            failures; each retry doubles it, with jitter.
     """
 
     max_steps: int = 20
@@ -67,6 +71,8 @@ class Limits:
     no_progress_repeats: int = 3
     max_tool_calls: int | None = None
     block_repeated_calls: bool = True
+    model_retries: int = 2
+    retry_base_s: float = 0.25
 
     def __post_init__(self) -> None:
         for name in _COUNTS + _OPTIONAL_COUNTS:
@@ -88,6 +94,14 @@ class Limits:
                 raise UserError(f"wall_clock_s must be a number of seconds, got {clock!r}")
             if not math.isfinite(clock) or clock <= 0:
                 raise UserError(f"wall_clock_s must be positive and finite, got {clock}")
+        retries = self.model_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise UserError(f"model_retries must be an integer >= 0, got {retries!r}")
+        base = self.retry_base_s
+        if isinstance(base, bool) or not isinstance(base, int | float):
+            raise UserError(f"retry_base_s must be a number of seconds, got {base!r}")
+        if not math.isfinite(base) or base < 0:
+            raise UserError(f"retry_base_s must be finite and 0 or more, got {base}")
         if not isinstance(self.block_repeated_calls, bool):
             raise UserError(
                 f"block_repeated_calls must be true or false, got {self.block_repeated_calls!r}"
