@@ -38,6 +38,7 @@ from typing import Any
 
 from ..durable import Store, open_store
 from ..durable.recipe import Recipe
+from ..durable.records import JobRecord, RunRecord
 from ..durable.sessions import open_session, run_turn
 from ..exceptions import UserError
 from ..messages import AssistantMessage, ToolResultMessage
@@ -213,9 +214,10 @@ def _unfinished(store: Store, pending: list[str], look: int = 8) -> list[str]:
 
 def _tally(store: Store, sessions: list[str], since: datetime) -> dict[str, Any]:
     """Counts over every session; speed over the jobs that finished once all workers
-    were up (a worker that starts early must not make the others look faster)."""
-    latencies: list[float] = []
-    last_finish = since
+    were up (a worker that starts early must not make the others look faster). When the
+    workers were so quick that every job finished before all were seen up, the speed is
+    taken from the first job's start instead."""
+    done: list[tuple[JobRecord, RunRecord]] = []
     duplicates = lost = incomplete = 0
     for session_id in sessions:
         messages = [m.message for m in store.load_messages(session_id)]
@@ -232,8 +234,17 @@ def _tally(store: Store, sessions: list[str], since: datetime) -> dict[str, Any]
         incomplete += session is None or session.status != "completed"
         (job,) = store.list_jobs(session_id)
         after = next((r for r in runs if r.kind == "server_result"), None)
-        if job.finished_at is None or job.finished_at < since or after is None:
-            continue
+        if job.finished_at is not None and after is not None:
+            done.append((job, after))
+    counted = [(j, a) for j, a in done if j.finished_at is not None and j.finished_at >= since]
+    if not counted and done:
+        starts = [j.started_at for j, _ in done if j.started_at is not None]
+        since = min(starts) if starts else since
+        counted = done
+    latencies: list[float] = []
+    last_finish = since
+    for job, after in counted:
+        assert job.finished_at is not None
         if after.started_at is not None:
             latencies.append((after.started_at - job.finished_at).total_seconds() * 1000)
         if after.finished_at is not None:
