@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..durable import Store, open_store
+from ..durable import SessionStore, TurnStore, open_store
 from ..durable.recipe import Recipe
 from ..durable.records import JobRecord, RunRecord
 from ..durable.sessions import open_session, run_turn
@@ -187,7 +187,7 @@ def _row(
         store.close()
 
 
-async def _awaiting_sessions(store: Store, script: Path, count: int) -> list[str]:
+async def _awaiting_sessions(store: TurnStore, script: Path, count: int) -> list[str]:
     """`count` sessions, each ended awaiting one background job."""
     recipe = Recipe(model=f"scripted:{script}", tools=(_TOOLS_REF,), job_max_attempts=50)
     agent = recipe.build_agent(trace_dir=False)
@@ -200,7 +200,7 @@ async def _awaiting_sessions(store: Store, script: Path, count: int) -> list[str
     return ids
 
 
-def _unfinished(store: Store, pending: list[str], look: int = 8) -> list[str]:
+def _unfinished(store: SessionStore, pending: list[str], look: int = 8) -> list[str]:
     """`pending` without the sessions found completed (looks until `look` are not)."""
     left: list[str] = []
     for i, session_id in enumerate(pending):
@@ -212,7 +212,7 @@ def _unfinished(store: Store, pending: list[str], look: int = 8) -> list[str]:
     return left
 
 
-def _tally(store: Store, sessions: list[str], since: datetime) -> dict[str, Any]:
+def _tally(store: TurnStore, sessions: list[str], since: datetime) -> dict[str, Any]:
     """Counts over every session; speed over the jobs that finished once all workers
     were up (a worker that starts early must not make the others look faster). When the
     workers were so quick that every job finished before all were seen up, the speed is

@@ -39,7 +39,15 @@ from .records import (
     WaitStatus,
 )
 from .sessions import SessionTurn, open_session, run_held, run_turn
-from .store import DEFAULT_LEASE_S, Store
+from .store import (
+    DEFAULT_LEASE_S,
+    JobQueue,
+    Outbox,
+    RunStore,
+    SessionStore,
+    Store,
+    TurnStore,
+)
 from .views import session_view
 from .worker import Worker, WorkerStats
 
@@ -56,11 +64,13 @@ __all__ = [
     "EventKind",
     "EventOutcome",
     "FinishedRun",
+    "JobQueue",
     "JobRecord",
     "JobStatus",
     "LeaseLost",
     "Migration",
     "NotFound",
+    "Outbox",
     "OutboxEvent",
     "PageRecord",
     "PostgresStore",
@@ -69,15 +79,18 @@ __all__ = [
     "RunKind",
     "RunRecord",
     "RunRecordStatus",
+    "RunStore",
     "SQLiteStore",
     "SessionRecord",
     "SessionStatus",
+    "SessionStore",
     "SessionTurn",
     "SnapshotRecord",
     "Store",
     "StoreError",
     "StoreUnavailable",
     "StoredMessage",
+    "TurnStore",
     "WaitRecord",
     "WaitStatus",
     "Worker",

@@ -22,6 +22,7 @@ from ..messages import (
 )
 from . import _jobs, _runs, _sessions, _waits
 from . import schema as t
+from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_lease
 from .errors import Conflict, NotFound
 from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
@@ -45,29 +46,16 @@ def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     Events of jobs nobody awaits yet stay put: registering the wait makes them claimable,
     which is how a job that finished first is still delivered.
     """
-    check_id("owner", owner)
-    check_lease(lease_s)
-    free = _free(tx.now)
-    candidate = tx.conn.execute(
-        tx.skip_locked(
-            select(t.outbox.c.id).where(claimable_events(tx.now)).order_by(t.outbox.c.id).limit(1)
-        )
-    ).one_or_none()
-    if candidate is None:
-        return None
-    # Conditional, and checked by rowcount: only one claimer can move the row.
-    claimed = tx.conn.execute(
-        t.outbox.update()
-        .where(t.outbox.c.id == candidate.id, free)
-        .values(
-            lease_owner=owner,
-            lease_expires_at=tx.until(lease_s),
-            attempts=t.outbox.c.attempts + 1,
-        )
+    claimed = claim_under_lease(
+        tx,
+        t.outbox,
+        claimable_events(tx.now),
+        oldest=t.outbox.c.id,
+        owner=owner,
+        lease_s=lease_s,
+        still=_free(tx.now),
     )
-    if claimed.rowcount == 1:
-        return _event(tx, candidate.id)
-    return None
+    return None if claimed is None else _event(tx, claimed.id)
 
 
 def _event(tx: Tx, event_id: int) -> OutboxEvent:

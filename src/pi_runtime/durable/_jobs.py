@@ -16,11 +16,11 @@ from ..exceptions import UserError
 from ..messages import ToolErrorKind
 from . import _rows
 from . import schema as t
+from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import JOB_TERMINAL, JobRecord
 
-_MAX_SWEEP = 32  # expired rows a claim may settle before giving up for now
 UNKNOWN_OUTCOME = {
     "kind": ToolErrorKind.OUTCOME_UNKNOWN.value,
     "message": "the worker running this call stopped before it finished; "
@@ -135,45 +135,39 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     An expired attempt of a job that is not retry-safe ends `outcome_unknown` instead (its
     side effect may have happened); one that used all its attempts ends `failed`.
     """
-    check_id("owner", owner)
-    check_lease(lease_s)
-    claimable = claimable_jobs(tx.now)
-    for _ in range(_MAX_SWEEP):
-        # One row at a time: locking a batch would hide the rest from other claimers.
-        row = tx.conn.execute(
-            tx.skip_locked(select(t.jobs).where(claimable).order_by(t.jobs.c.created_at).limit(1))
-        ).one_or_none()
-        if row is None:
-            return None
-        if row.status == "running":  # its holder's lease ran out: the attempt was cut short
-            if not row.retry_safe:
-                finish(tx, row, "outcome_unknown", error=UNKNOWN_OUTCOME)
-                continue
-            if row.attempts >= row.max_attempts:
-                error = {
-                    "kind": ToolErrorKind.ATTEMPTS_EXHAUSTED.value,
-                    "message": f"the job was interrupted {row.attempts} times",
-                    "hint": "",
-                }
-                finish(tx, row, "failed", error=error)
-                continue
-        # Conditional: only one claimer can move the row (the others get no row back).
-        claimed = tx.conn.execute(
-            t.jobs.update()
-            .where(t.jobs.c.id == row.id, claimable)
-            .values(
-                status="running",
-                lease_owner=owner,
-                lease_expires_at=tx.until(lease_s),
-                attempts=t.jobs.c.attempts + 1,
-                started_at=func.coalesce(t.jobs.c.started_at, tx.now),
-                updated_at=tx.now,
-            )
-            .returning(*t.jobs.c)
-        ).one_or_none()
-        if claimed is not None:
-            return _rows.job(claimed)
-    return None
+
+    def vet(row: Row[Any]) -> bool:
+        if row.status != "running":
+            return True
+        # Its holder's lease ran out: the attempt was cut short.
+        if not row.retry_safe:
+            finish(tx, row, "outcome_unknown", error=UNKNOWN_OUTCOME)
+            return False
+        if row.attempts >= row.max_attempts:
+            error = {
+                "kind": ToolErrorKind.ATTEMPTS_EXHAUSTED.value,
+                "message": f"the job was interrupted {row.attempts} times",
+                "hint": "",
+            }
+            finish(tx, row, "failed", error=error)
+            return False
+        return True
+
+    claimed = claim_under_lease(
+        tx,
+        t.jobs,
+        claimable_jobs(tx.now),
+        oldest=t.jobs.c.created_at,
+        owner=owner,
+        lease_s=lease_s,
+        vet=vet,
+        values={
+            "status": "running",
+            "started_at": func.coalesce(t.jobs.c.started_at, tx.now),
+            "updated_at": tx.now,
+        },
+    )
+    return None if claimed is None else _rows.job(claimed)
 
 
 def _held(tx: Tx, job_id: str, owner: str) -> Row[Any]:

@@ -6,17 +6,17 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message
 from . import _jobs, _rows, _sessions, _waits
 from . import schema as t
+from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import JOB_TERMINAL, RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
 
-_MAX_SWEEP = 32  # candidates a claim may pass over before giving up for now
 # The session status a finished run leaves behind.
 _SESSION_AFTER = {
     "completed": "completed",
@@ -99,45 +99,32 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
 
     A run interrupted `max_attempts` times fails instead of being taken again.
     """
-    check_id("owner", owner)
-    check_lease(lease_s)
-    claimable = claimable_runs(tx.now)
-    busy: list[str] = []
-    for _ in range(_MAX_SWEEP):
-        query = select(t.runs.c.id, t.runs.c.session_id).where(claimable)
-        if busy:
-            query = query.where(t.runs.c.id.not_in(busy))
-        candidate = tx.conn.execute(
-            tx.skip_locked(query.order_by(t.runs.c.created_at).limit(1))
-        ).one_or_none()
-        if candidate is None:
-            return None
+
+    def vet(row: Row[Any]) -> bool:
         # Never wait for a session lock here (lock order: session before run).
-        if tx.try_lock_session(candidate.session_id) is None:
-            busy.append(candidate.id)
-            continue
-        run = _require_run(tx, candidate.id)
+        if tx.try_lock_session(row.session_id) is None:
+            return False
+        run = _require_run(tx, row.id)
         if run.status == "running" and run.attempts >= max_attempts:
             _end(tx, run.id, "failed", "internal_error", None)
             tx.set_session_status(run.session_id, "failed")
-            continue
-        claimed = tx.conn.execute(
-            t.runs.update()
-            .where(t.runs.c.id == run.id, claimable)
-            .values(
-                status="running",
-                lease_owner=owner,
-                lease_expires_at=tx.until(lease_s),
-                attempts=t.runs.c.attempts + 1,
-                started_at=func.coalesce(t.runs.c.started_at, tx.now),
-            )
-            .returning(*t.runs.c)
-        ).one_or_none()
-        if claimed is not None:  # conditional: only one claimer can move the row
-            tx.set_session_status(run.session_id, "running")
-            return _rows.run(claimed)
-        busy.append(run.id)
-    return None
+            return False
+        return True
+
+    claimed = claim_under_lease(
+        tx,
+        t.runs,
+        claimable_runs(tx.now),
+        oldest=t.runs.c.created_at,
+        owner=owner,
+        lease_s=lease_s,
+        vet=vet,
+        values={"status": "running", "started_at": func.coalesce(t.runs.c.started_at, tx.now)},
+    )
+    if claimed is None:
+        return None
+    tx.set_session_status(claimed.session_id, "running")
+    return _rows.run(claimed)
 
 
 def _held(tx: Tx, run_id: str, owner: str) -> RunRecord:

@@ -23,7 +23,7 @@ from ._lease import Heartbeat
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
 from .records import JobRecord
-from .store import DEFAULT_LEASE_S, Store
+from .store import DEFAULT_LEASE_S, JobQueue
 
 log = logging.getLogger("pi_runtime.durable")
 
@@ -32,7 +32,7 @@ JobOutcome = Literal["succeeded", "failed", "outcome_unknown", "lost"]
 
 
 async def execute_job(
-    store: Store,
+    store: JobQueue,
     job: JobRecord,
     spec: ToolSpec | None,
     *,
@@ -101,7 +101,7 @@ def _key(job: JobRecord, spec: ToolSpec) -> str | None:
 
 
 async def _complete(
-    store: Store, job: JobRecord, owner: str, spec: ToolSpec, value: Any
+    store: JobQueue, job: JobRecord, owner: str, spec: ToolSpec, value: Any
 ) -> JobOutcome:
     result = pydantic_core.to_jsonable_python(value, fallback=str)
     try:
@@ -117,7 +117,7 @@ async def _complete(
 
 
 async def _fail(
-    store: Store,
+    store: JobQueue,
     job: JobRecord,
     owner: str,
     info: ToolErrorInfo,

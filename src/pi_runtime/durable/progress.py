@@ -26,7 +26,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from ._tx import check_json
-from .store import DEFAULT_LEASE_S, Store
+from .store import DEFAULT_LEASE_S, JobQueue
 
 
 class Checkpoint:
@@ -62,7 +62,7 @@ class JobCheckpoint(Checkpoint):
 
     def __init__(
         self,
-        store: Store,
+        store: JobQueue,
         job_id: str,
         owner: str,
         *,

@@ -38,7 +38,7 @@ from ._lease import Heartbeat
 from .errors import Conflict, LeaseLost
 from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe, definition_here, stored_recipe
 from .records import RunRecord, SessionRecord
-from .store import DEFAULT_LEASE_S, Store
+from .store import DEFAULT_LEASE_S, JobQueue, RunStore, SessionStore, TurnStore
 
 EventSink = Callable[[Event], None]
 
@@ -60,7 +60,7 @@ class SessionTurn:
 
 
 def open_session(
-    store: Store, session_id: str, recipe: Recipe | None = None, *, same_agent: bool = True
+    store: SessionStore, session_id: str, recipe: Recipe | None = None, *, same_agent: bool = True
 ) -> tuple[SessionRecord, Recipe]:
     """The session and its stored agent definition; created with `recipe` if it does not
     exist.
@@ -115,7 +115,7 @@ class Request:
         return dict(value) if isinstance(value, dict) else {}
 
 
-def request_of(store: Store, run: RunRecord) -> Request:
+def request_of(store: RunStore, run: RunRecord) -> Request:
     """The request `run` serves: itself for a user run, else the user run its chain of
     continuations started from."""
     elapsed = 0.0
@@ -131,7 +131,7 @@ def request_of(store: Store, run: RunRecord) -> Request:
 
 
 def store_launcher(
-    store: Store,
+    store: JobQueue,
     run: RunRecord,
     owner: str,
     *,
@@ -169,7 +169,7 @@ def store_launcher(
 
 
 async def run_turn(
-    store: Store,
+    store: TurnStore,
     session_id: str,
     prompt: str,
     *,
@@ -213,7 +213,7 @@ async def run_turn(
 
 
 async def run_held(
-    store: Store,
+    store: TurnStore,
     run: RunRecord,
     *,
     agent: Agent,

@@ -1,5 +1,9 @@
 """`Store`: the durable state of sessions, runs, async jobs and the data plane.
 
+It is the union of narrow protocols, one per concern — `SessionStore`, `RunStore`,
+`JobQueue`, `Outbox` and the data plane's own `DataStore` — so each consumer asks for
+the least it uses.
+
 Every method is one transaction: it happens whole or not at all. Methods that act on
 leased work (`*_job`, `renew_run_lease`, `finish_run`) take the lease `owner` and raise
 `LeaseLost` when someone else holds it now: the caller must stop and write nothing more.
@@ -9,9 +13,9 @@ The store is synchronous; async code calls it through `asyncio.to_thread`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from ..data.storage import DataStore
 from ..messages import Message, ToolResultMessage
 from ._watch import Watch
 from .records import (
@@ -20,11 +24,8 @@ from .records import (
     FinishedRun,
     JobRecord,
     OutboxEvent,
-    PageRecord,
-    ReferenceRecord,
     RunRecord,
     SessionRecord,
-    SnapshotRecord,
     StoredMessage,
     WaitRecord,
 )
@@ -33,31 +34,8 @@ DEFAULT_LEASE_S = 30.0
 
 
 @runtime_checkable
-class Store(Protocol):
-    """Implemented by `SQLiteStore` and `PostgresStore`; made by `open_store(url)`."""
-
-    @property
-    def backend(self) -> str:
-        """`sqlite` or `postgresql`."""
-        ...
-
-    @property
-    def url(self) -> str:
-        """The database URL with its password masked."""
-        ...
-
-    def close(self) -> None:
-        """Release the connections."""
-
-    def migrate(self) -> list[str]:
-        """Apply the migrations the database lacks; return the names applied now."""
-        ...
-
-    def migrations(self) -> list[str]:
-        """Names of the schema migrations applied to the database, oldest first."""
-        ...
-
-    # Sessions and messages
+class SessionStore(Protocol):
+    """Sessions and their messages."""
 
     def create_session(
         self, session_id: str | None = None, *, agent: dict[str, Any] | None = None
@@ -96,7 +74,10 @@ class Store(Protocol):
         self, session_id: str, *, after_seq: int | None = None
     ) -> list[StoredMessage]: ...
 
-    # Runs
+
+@runtime_checkable
+class RunStore(Protocol):
+    """Runs of a session: created, claimed and held under a lease, finished."""
 
     def create_run(
         self,
@@ -146,7 +127,10 @@ class Store(Protocol):
 
     def list_runs(self, session_id: str) -> list[RunRecord]: ...
 
-    # Jobs
+
+@runtime_checkable
+class JobQueue(Protocol):
+    """Background tool calls as jobs: queued, claimed under a lease, finished."""
 
     def enqueue_job(
         self,
@@ -211,21 +195,10 @@ class Store(Protocol):
         """`failed` (or `outcome_unknown`), with its `failed` outbox event, together."""
         ...
 
-    def watch(self) -> Watch | None:
-        """A subscription to "work may be claimable" notices (PostgreSQL LISTEN), so an
-        idle worker waits to be told rather than polling; None where the backend has
-        none (SQLite: poll)."""
-        ...
 
-    def claim_work(
-        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
-    ) -> OutboxEvent | RunRecord | JobRecord | None:
-        """The most urgent work, under a lease: an outbox event (`claim_outbox_event`),
-        else a run (`claim_run`, `max_attempts` as there), else a job (`claim_job`).
-        One transaction; where nothing is claimable no row is written or locked."""
-        ...
-
-    # Waits and the outbox
+@runtime_checkable
+class Outbox(Protocol):
+    """Waits of tool calls on jobs, and the delivery of finished jobs' results."""
 
     def register_wait(
         self, session_id: str, tool_call_id: str, job_id: str, *, run_id: str | None = None
@@ -258,41 +231,51 @@ class Store(Protocol):
         queued: a worker runs it at once, without a second claim."""
         ...
 
-    # Data plane
 
-    def put_snapshot(
-        self,
-        *,
-        owner: str,
-        source: str,
-        pages: Sequence[str],
-        page_rows: Sequence[int] | None = None,
-        locator: dict[str, Any] | None = None,
-        version: str | None = None,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> SnapshotRecord: ...
+@runtime_checkable
+class Store(SessionStore, RunStore, JobQueue, Outbox, DataStore, Protocol):
+    """Implemented by `SQLiteStore` and `PostgresStore`; made by `open_store(url)`."""
 
-    def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None: ...
+    @property
+    def backend(self) -> str:
+        """`sqlite` or `postgresql`."""
+        ...
 
-    def get_page(self, snapshot_id: str, seq: int) -> PageRecord | None: ...
+    @property
+    def url(self) -> str:
+        """The database URL with its password masked."""
+        ...
 
-    def create_reference(
-        self,
-        *,
-        owner: str,
-        snapshot_id: str,
-        kind: str,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> ReferenceRecord: ...
+    def close(self) -> None:
+        """Release the connections."""
 
-    def get_reference(self, ref_id: str) -> ReferenceRecord | None: ...
+    def migrate(self) -> list[str]:
+        """Apply the migrations the database lacks; return the names applied now."""
+        ...
+
+    def migrations(self) -> list[str]:
+        """Names of the schema migrations applied to the database, oldest first."""
+        ...
+
+    def watch(self) -> Watch | None:
+        """A subscription to "work may be claimable" notices (PostgreSQL LISTEN), so an
+        idle worker waits to be told rather than polling; None where the backend has
+        none (SQLite: poll)."""
+        ...
+
+    def claim_work(
+        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+    ) -> OutboxEvent | RunRecord | JobRecord | None:
+        """The most urgent work, under a lease: an outbox event (`claim_outbox_event`),
+        else a run (`claim_run`, `max_attempts` as there), else a job (`claim_job`).
+        One transaction; where nothing is claimable no row is written or locked."""
+        ...
 
     def purge_expired(self) -> int:
         """Delete expired references and snapshots; return how many went."""
         ...
 
-    def signing_key(self, name: str) -> str:
-        """A secret shared by every process using this database, made on first use."""
-        ...
+
+@runtime_checkable
+class TurnStore(SessionStore, RunStore, JobQueue, Protocol):
+    """What running a turn needs: its session, its run, and the jobs it launches."""
