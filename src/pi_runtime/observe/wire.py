@@ -13,7 +13,7 @@ the difference is a few percent of a turn; pydantic is already a dependency.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import Discriminator, TypeAdapter
 from pydantic_core import PydanticSerializationError
@@ -22,6 +22,11 @@ from ..messages import repair_fields
 from .events import Event
 
 _EVENT = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+_BY_CLASS: dict[type, TypeAdapter[Any]] = {
+    # one adapter per class writes the union's bytes without its dispatch (~2 µs an event)
+    kind: TypeAdapter(kind)
+    for kind in get_args(Event)
+}
 
 # Inside JSON strings only (JSON's own syntax is ASCII), and each of these UTF-8 sequences
 # spells one character alone: replacing the bytes escapes exactly those characters.
@@ -34,7 +39,8 @@ _LINE_BREAKS = (
 
 def _dump(event: Event) -> bytes:
     # Values of unknown types (a provider's raw response object) are written as their str.
-    return _EVENT.dump_json(event, fallback=str, warnings=False)
+    adapter = _BY_CLASS.get(type(event), _EVENT)
+    return adapter.dump_json(event, fallback=str, warnings=False)
 
 
 def event_to_json(event: Event) -> bytes:
