@@ -11,7 +11,8 @@ from typing import Any, Literal
 from ..context import ContextBuilder, message_text
 from ..contract import OutputContract
 from ..exceptions import ModelError
-from ..messages import AssistantMessage, Usage, redact, repair_text
+from ..messages import AssistantMessage, ToolCall, Usage, redact, repair_text
+from ..messages.canonical import action_hash
 from ..models import (
     Model,
     ModelRequest,
@@ -98,16 +99,22 @@ class Driver:
         if state.phase == "think":
             return await self._think(state)
         if state.phase == "act":
-            return self._apply(t.act(state, await self._run_tools(state)))
+            assert state.response is not None
+            calls = state.response.tool_calls
+            # hashed once here for both the breakers and ACT's loop detection
+            digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
+            outcomes = await self._run_tools(state, calls, digests)
+            return self._apply(t.act(state, outcomes, digests))
         elapsed = time.perf_counter() - self.started + self.request_elapsed_s
         return self._apply(t.reflect(state, self.limits, elapsed))
 
-    async def _run_tools(self, state: RunState) -> tuple[ToolOutcome, ...]:
+    async def _run_tools(
+        self, state: RunState, calls: tuple[ToolCall, ...], digests: tuple[str, ...]
+    ) -> tuple[ToolOutcome, ...]:
         """The outcomes of the response's calls: the breakers' refusals, the gate's runs."""
-        assert state.response is not None
-        calls = state.response.tool_calls
         refused = screen(
             calls,
+            digests,
             limits=self.limits,
             made=state.tool_calls,
             previous=state.actions[-1] if state.actions else None,
