@@ -38,7 +38,7 @@ from ..tools import ToolOutcome
 from .breakers import tool_limit_notice
 from .carry import KEEP
 from .guards import Limits, check_guards
-from .state import RunState
+from .state import RunState, evolve
 
 Step = tuple[RunState, list[Event]]
 
@@ -73,7 +73,7 @@ GUARDS = frozenset(
 
 def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
     events.append(Transition(source=state.phase, target=target, step=state.steps))
-    return replace(state, phase=target, **changes), events  # type: ignore[arg-type]
+    return evolve(state, phase=target, **changes), events
 
 
 def _append(
