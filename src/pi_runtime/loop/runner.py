@@ -25,6 +25,7 @@ from ..models import (
     ToolCallDelta,
     ToolDefinition,
     repair_response,
+    stream_is_repaired,
 )
 from ..observe import (
     ContractChecked,
@@ -304,8 +305,11 @@ class Driver:
         try:
             async for event in stream:
                 if isinstance(event, ResponseDone):
-                    # any Model's answer, a user's own included, enters the run as writable text
-                    response = repair_response(event.response)
+                    # any Model's answer, a user's own included, enters the run as writable
+                    # text; Pi's own models have repaired theirs already
+                    response = event.response
+                    if not stream_is_repaired(self.model):
+                        response = repair_response(response)
                     if first_tool_at is None and response.tool_calls:
                         first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
                     return response, first_tool_at
