@@ -149,7 +149,7 @@ def check_arguments(
             hint_for("invalid_arguments"),
         )
     try:
-        kwargs = spec.validate_python(arguments)
+        kwargs = spec.validate_parsed(arguments)  # parse_object repaired, refused non-finite
     except ValidationError as exc:
         return BadArguments(
             "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors())),
