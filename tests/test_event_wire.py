@@ -8,9 +8,10 @@ import json
 import typing
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Discriminator, TypeAdapter
 
 from pi_runtime import Agent, tool
 from pi_runtime.messages import (
@@ -98,6 +99,16 @@ def test_an_event_reads_back_as_itself_through_the_one_adapter(event: Event) -> 
 
     assert line.startswith(b'{"kind":"%s"' % event.kind.encode())
     assert event_from_dict(json.loads(line)) == event
+
+
+@pytest.mark.parametrize("event", ONE_OF_EACH, ids=lambda e: e.kind)
+def test_an_event_is_written_as_the_union_adapter_writes_it(event: Event) -> None:
+    union = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+
+    written = union.dump_json(event, fallback=str, warnings=False)
+
+    # ANSWER's text holds a U+2028, which every trace line escapes
+    assert event_to_json(event) == written.replace("\u2028".encode(), b"\\u2028")
 
 
 def test_a_trace_line_is_byte_for_byte_the_line_written_before_the_adapter() -> None:

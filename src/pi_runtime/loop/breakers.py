@@ -16,7 +16,6 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
-from ..messages.canonical import action_hash
 from ..tools import ToolOutcome
 from .guards import Limits
 
@@ -28,20 +27,25 @@ TOOL_LIMIT_NOTICE = (
 
 
 def screen(
-    calls: Sequence[ToolCall], *, limits: Limits, made: int, previous: str | None
+    calls: Sequence[ToolCall],
+    digests: Sequence[str],
+    *,
+    limits: Limits,
+    made: int,
+    previous: str | None,
 ) -> tuple[ToolOutcome | None, ...]:
     """For each call, the refusal that replaces running it, or None to let the gate run it.
 
     Args:
         calls: the calls of one model response, in order.
+        digests: each call's `action_hash`.
         limits: the agent's limits.
         made: tool calls the model made for the request before these.
         previous: canonical hash of the request's last call before these, if any.
     """
     out: list[ToolOutcome | None] = []
     cap = limits.max_tool_calls
-    for index, call in enumerate(calls, start=made):
-        digest = action_hash(call.name, call.arguments, call.raw)
+    for index, (call, digest) in enumerate(zip(calls, digests, strict=True), start=made):
         refusal = None
         if cap is not None and index >= cap:
             refusal = refuse(

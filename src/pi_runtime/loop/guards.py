@@ -114,8 +114,7 @@ class Limits:
 def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
     """A description of the loop at the end of `actions`, or None."""
     window = actions[-limits.loop_window :]
-    counts = Counter(window)
-    times = counts.most_common(1)[0][1] if counts else 0
+    times = max(Counter(window).values(), default=0)
     if times >= limits.loop_threshold:
         return f"the same call was made {times} times in the last {len(window)} calls"
     for period in range(2, len(window) // 2 + 1):

@@ -11,7 +11,8 @@ from typing import Any, Literal
 from ..context import ContextBuilder, message_text
 from ..contract import OutputContract
 from ..exceptions import ModelError
-from ..messages import AssistantMessage, Usage, redact, repair_text
+from ..messages import AssistantMessage, ToolCall, Usage, redact, repair_text
+from ..messages.canonical import action_hash
 from ..models import (
     Model,
     ModelRequest,
@@ -24,6 +25,7 @@ from ..models import (
     ToolCallDelta,
     ToolDefinition,
     repair_response,
+    stream_is_repaired,
 )
 from ..observe import (
     ContractChecked,
@@ -98,16 +100,22 @@ class Driver:
         if state.phase == "think":
             return await self._think(state)
         if state.phase == "act":
-            return self._apply(t.act(state, await self._run_tools(state)))
+            assert state.response is not None
+            calls = state.response.tool_calls
+            # hashed once here for both the breakers and ACT's loop detection
+            digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
+            outcomes = await self._run_tools(state, calls, digests)
+            return self._apply(t.act(state, outcomes, digests))
         elapsed = time.perf_counter() - self.started + self.request_elapsed_s
         return self._apply(t.reflect(state, self.limits, elapsed))
 
-    async def _run_tools(self, state: RunState) -> tuple[ToolOutcome, ...]:
+    async def _run_tools(
+        self, state: RunState, calls: tuple[ToolCall, ...], digests: tuple[str, ...]
+    ) -> tuple[ToolOutcome, ...]:
         """The outcomes of the response's calls: the breakers' refusals, the gate's runs."""
-        assert state.response is not None
-        calls = state.response.tool_calls
         refused = screen(
             calls,
+            digests,
             limits=self.limits,
             made=state.tool_calls,
             previous=state.actions[-1] if state.actions else None,
@@ -297,8 +305,11 @@ class Driver:
         try:
             async for event in stream:
                 if isinstance(event, ResponseDone):
-                    # any Model's answer, a user's own included, enters the run as writable text
-                    response = repair_response(event.response)
+                    # any Model's answer, a user's own included, enters the run as writable
+                    # text; Pi's own models have repaired theirs already
+                    response = event.response
+                    if not stream_is_repaired(self.model):
+                        response = repair_response(response)
                     if first_tool_at is None and response.tool_calls:
                         first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
                     return response, first_tool_at

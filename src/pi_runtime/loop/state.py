@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from operator import attrgetter
 from typing import Any
 
 from ..messages import AssistantMessage, Message, StopReason, Usage
@@ -67,3 +68,26 @@ class RunState:
     def request_tokens(self) -> int:
         """Tokens used for the request, earlier runs included."""
         return self.prior_tokens + self.usage.total_tokens
+
+
+_NAMES = tuple(f.name for f in fields(RunState))
+_SLOTS = tuple(getattr(RunState, name) for name in _NAMES)
+_VALUES = attrgetter(*_NAMES)
+
+
+def evolve(state: RunState, **changes: Any) -> RunState:
+    """`dataclasses.replace(state, **changes)` in about half the time.
+
+    Every transition makes a new state, four or five a turn; `replace` spends most of
+    its time checking and setting fields one by one through the frozen `__init__`. A
+    RunState has no `__post_init__` to skip, so copying the slots gives the same value.
+    """
+    unknown = changes.keys() - _NAMES
+    if unknown:
+        raise TypeError(f"RunState has no field {sorted(unknown)[0]!r}")
+    new = object.__new__(RunState)
+    for slot, value in zip(_SLOTS, _VALUES(state), strict=True):
+        slot.__set__(new, value)
+    for name, value in changes.items():
+        object.__setattr__(new, name, value)
+    return new

@@ -6,6 +6,7 @@ transition receives their results as arguments, so a trace can be re-derived exa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -37,7 +38,7 @@ from ..tools import ToolOutcome
 from .breakers import tool_limit_notice
 from .carry import KEEP
 from .guards import Limits, check_guards
-from .state import RunState
+from .state import RunState, evolve
 
 Step = tuple[RunState, list[Event]]
 
@@ -72,7 +73,7 @@ GUARDS = frozenset(
 
 def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
     events.append(Transition(source=state.phase, target=target, step=state.steps))
-    return replace(state, phase=target, **changes), events  # type: ignore[arg-type]
+    return evolve(state, phase=target, **changes), events
 
 
 def _append(
@@ -166,17 +167,23 @@ def model_failed(state: RunState, error: str) -> Step:
     return finish(state, "model_error", error)
 
 
-def act(state: RunState, outcomes: tuple[ToolOutcome, ...]) -> Step:
-    """Record every tool outcome as a tool-result message, then REFLECT (or stop)."""
+def act(
+    state: RunState, outcomes: tuple[ToolOutcome, ...], digests: Sequence[str] | None = None
+) -> Step:
+    """Record every tool outcome as a tool-result message, then REFLECT (or stop).
+
+    `digests` are the calls' `action_hash`es when the caller has them already.
+    """
     events: list[Event] = []
     consecutive = state.consecutive_errors
     actions = list(state.actions)
     results = list(state.results)
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
-    for outcome in outcomes:
+    if digests is None:
+        digests = [action_hash(o.call.name, o.call.arguments, o.call.raw) for o in outcomes]
+    for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
-        act_hash = action_hash(call.name, call.arguments, call.raw)
         actions.append(act_hash)
         if message is None:
             # a background job computes this result; the run will wait for it. The call

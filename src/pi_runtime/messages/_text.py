@@ -110,14 +110,19 @@ _PLAIN = (type(None), bool, int, float)
 
 
 def _repair_field(value: Any) -> Any:
-    # the common cases first: the run repairs every model answer
-    if type(value) is str:
+    # the common cases first: the run repairs every model answer, mostly clean
+    kind = type(value)
+    if kind is str:
         return repair_text(value)
-    if type(value) in _PLAIN:
+    if kind in _PLAIN:
         return value
-    if is_dataclass(value) and not isinstance(value, type):
+    if kind in _FIELD_NAMES or (is_dataclass(value) and not isinstance(value, type)):
         return repair_fields(value)
     if isinstance(value, tuple):
-        items = tuple(_repair_field(item) for item in value)
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        for index, item in enumerate(value):
+            fixed = _repair_field(item)
+            if fixed is not item:  # copy only from the first item that changed
+                rest = tuple(_repair_field(later) for later in value[index + 1 :])
+                return (*value[:index], fixed, *rest)
+        return value
     return repair_value(value)

@@ -1,6 +1,6 @@
 """Models: the `Model` protocol, requests and responses, and the built-in adapters."""
 
-from ._repair import repair_response, repaired_stream
+from ._repair import repair_response, repaired_stream, stream_is_repaired
 from .base import (
     TOOL_CHOICE_MODES,
     Model,
@@ -45,4 +45,5 @@ __all__ = [
     "repair_response",
     "repaired_stream",
     "resolve_model",
+    "stream_is_repaired",
 ]

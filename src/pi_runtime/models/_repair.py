@@ -29,10 +29,40 @@ from .base import (
     ToolCallDelta,
 )
 
-__all__ = ["repair_response", "repaired_stream", "repairs_text"]
+__all__ = [
+    "repair_response",
+    "repaired_stream",
+    "repairs_text",
+    "stream_is_repaired",
+    "trust_stream",
+]
 
 _M = TypeVar("_M")
 _Channel = tuple[str, int]
+
+
+_REPAIRING: dict[object, object] = {}
+"""Stream functions that repair all they yield -> the `complete` they rely on (or None)."""
+
+
+def trust_stream(stream: object, complete: object = None) -> None:
+    """Records that `stream` yields only repaired events, given `complete` if not None."""
+    _REPAIRING[stream] = complete
+
+
+def stream_is_repaired(model: object) -> bool:
+    """Whether `model.stream` is one of Pi's own that repairs every event it yields.
+
+    Then the run need not repair the answer a second time. A user's model, a subclass
+    that overrides `stream` (or the `complete` it calls), or a patched instance is not.
+    """
+    function = getattr(getattr(model, "stream", None), "__func__", None)
+    if function is None or function not in _REPAIRING:
+        return False
+    complete = _REPAIRING[function]
+    return (
+        complete is None or getattr(getattr(model, "complete", None), "__func__", None) is complete
+    )
 
 
 def repair_response(response: ModelResponse) -> ModelResponse:
@@ -119,4 +149,5 @@ def repairs_text(
     def repaired(self: _M, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         return repaired_stream(stream(self, request))
 
+    trust_stream(repaired)
     return repaired

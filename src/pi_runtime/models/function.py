@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
 from ._deltas import stream_response
-from ._repair import repair_response
+from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
 from .scripted import ScriptStep, step_response
 
@@ -55,3 +55,7 @@ class FunctionModel:
 
     async def aclose(self) -> None:
         return None
+
+
+# stream yields the deltas of what complete returns, and complete repairs it
+trust_stream(FunctionModel.stream, FunctionModel.complete)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ..exceptions import ModelError, UserError
 from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
 from ._deltas import parse_arguments, stream_response
-from ._repair import repair_response
+from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
 
 
@@ -157,3 +157,7 @@ class ScriptedModel:
 
     async def aclose(self) -> None:
         return None
+
+
+# stream yields the deltas of what complete returns, and complete repairs it
+trust_stream(ScriptedModel.stream, ScriptedModel.complete)

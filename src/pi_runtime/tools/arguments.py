@@ -5,6 +5,10 @@ mistakes in the terms it was given. Pydantic then converts to Python types and c
 what a schema cannot say (custom validators, and the few places where the two disagree,
 e.g. `$` before a trailing newline in a `pattern`). A broken constraint reads the same
 from either check: `$.n: must be <= 10, got 99`, the field's JSON path and its bound.
+
+Most tools take a few scalars (`noop(i: int)`). For such a plain schema a few type checks
+settle that arguments match it; only arguments they cannot vouch for go through
+jsonschema, which then words any error as always. The check runs on every call.
 """
 
 from __future__ import annotations
@@ -44,21 +48,108 @@ class GoodArguments:
     kwargs: dict[str, Any]
 
 
+@dataclass(frozen=True, slots=True)
+class _Plain:
+    """A schema of scalar properties only: each name's Python types, the required names."""
+
+    types: dict[str, tuple[type, ...]]
+    required: frozenset[str]
+    closed: bool
+    """No properties besides the listed ones (`additionalProperties: false`)."""
+
+
+_SCALARS: dict[str, tuple[type, ...]] = {
+    # exact types (`type(v) in ...`): a bool is no integer here, unlike in isinstance
+    "integer": (int,),
+    "number": (int, float),
+    "string": (str,),
+    "boolean": (bool,),
+    "null": (type(None),),
+}
+_NOTES = frozenset({"title", "description", "default"})
+"""Annotations: keywords that never make an instance invalid."""
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentSchema:
+    """A tool's parameter schema, ready to check arguments: built once per tool."""
+
+    validator: Draft202012Validator
+    plain: _Plain | None
+
+    @classmethod
+    def of(cls, schema: dict[str, Any]) -> ArgumentSchema:
+        return cls(Draft202012Validator(schema), _plain(schema))
+
+    def surely_valid(self, arguments: dict[str, Any]) -> bool:
+        """True only when `arguments` match the schema; False: ask jsonschema."""
+        plain = self.plain
+        if plain is None or not plain.required.issubset(arguments):
+            return False
+        types = plain.types
+        for name, value in arguments.items():
+            allowed = types.get(name)
+            if allowed is None:
+                if plain.closed:
+                    return False
+            elif type(value) not in allowed:
+                return False
+        return True
+
+
+def _plain(schema: dict[str, Any]) -> _Plain | None:
+    """The plain form of `schema`, or None when it says more than scalar types."""
+    if schema.get("type") != "object" or not set(schema) <= _NOTES | {
+        "type",
+        "properties",
+        "required",
+        "additionalProperties",
+    }:
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if (
+        not isinstance(properties, dict)
+        or not isinstance(required, list)
+        or type(extra) is not bool
+    ):
+        return None
+    types: dict[str, tuple[type, ...]] = {}
+    for name, sub in properties.items():
+        if not isinstance(sub, dict) or not set(sub) <= _NOTES | {"type"}:
+            return None
+        kind = sub.get("type")
+        allowed = _SCALARS.get(kind) if isinstance(kind, str) else None
+        if allowed is None:
+            return None
+        types[name] = allowed
+    if not all(isinstance(name, str) for name in required):
+        return None
+    return _Plain(types=types, required=frozenset(required), closed=not extra)
+
+
 def check_arguments(
-    spec: ToolSpec, validator: Draft202012Validator, raw: str
+    spec: ToolSpec, schema: ArgumentSchema, raw: str
 ) -> GoodArguments | BadArguments:
-    """`raw` checked against `spec` (whose schema `validator` holds); never raises."""
+    """`raw` checked against `spec` (whose parameters `schema` holds); never raises."""
     arguments, problem = parse_object(raw)
     if arguments is None:
         return BadArguments(problem, "Send the arguments as one JSON object matching the schema.")
-    errors = sorted(validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path)))
+    errors = (
+        []
+        if schema.surely_valid(arguments)
+        else sorted(
+            schema.validator.iter_errors(arguments), key=lambda e: list(map(str, e.absolute_path))
+        )
+    )
     if errors:
         return BadArguments(
             "Arguments do not match the schema: " + _joined(map(describe_schema_error, errors)),
             hint_for("invalid_arguments"),
         )
     try:
-        kwargs = spec.validate_python(arguments)
+        kwargs = spec.validate_parsed(arguments)  # parse_object repaired, refused non-finite
     except ValidationError as exc:
         return BadArguments(
             "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors())),

@@ -15,8 +15,6 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from ..messages import (
     ToolCall,
     ToolErrorKind,
@@ -26,7 +24,7 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
-from .arguments import BadArguments, check_arguments
+from .arguments import ArgumentSchema, BadArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
 from .result_text import encode_result, truncate_result
@@ -89,7 +87,7 @@ class Gate:
         self.retry_max_s = retry_max_s
         self._rng = rng or random.Random()
         self.launcher = launcher
-        self._validators = {t.name: Draft202012Validator(t.parameters) for t in tools}
+        self._schemas = {t.name: ArgumentSchema.of(t.parameters) for t in tools}
 
     @property
     def offered(self) -> list[ToolSpec]:
@@ -132,7 +130,7 @@ class Gate:
                 f"Arguments are {size} bytes; {call.name!r} accepts at most {spec.max_arg_bytes}.",
             )
         # The raw text is the truth: parse it here, whatever an adapter pre-parsed.
-        checked = check_arguments(spec, self._validators[spec.name], raw)
+        checked = check_arguments(spec, self._schemas[spec.name], raw)
         if isinstance(checked, BadArguments):
             return self._refuse(call, K.INVALID_ARGUMENTS, checked.message, checked.hint)
         arguments, kwargs = checked.arguments, checked.kwargs

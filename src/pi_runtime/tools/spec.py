@@ -135,6 +135,10 @@ class ToolSpec:
                 self.arguments_model.__name__,
                 [{"type": "finite_number", "loc": found[0], "input": found[1]}],
             )
+        return self.validate_parsed(arguments)
+
+    def validate_parsed(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """`validate_python` for arguments `parse_object` returned: already repaired and finite."""
         model = self.arguments_model.model_validate(arguments)
         return {name: getattr(model, name) for name in type(model).model_fields}
 

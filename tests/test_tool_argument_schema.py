@@ -1,0 +1,56 @@
+"""The plain-schema shortcut never passes arguments jsonschema would refuse."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pi_runtime.tools.arguments import ArgumentSchema
+
+PLAIN = {
+    "type": "object",
+    "properties": {
+        "i": {"type": "integer", "description": "a count"},
+        "x": {"type": "number"},
+        "s": {"type": "string", "default": "a"},
+        "b": {"type": "boolean"},
+        "n": {"type": "null"},
+    },
+    "required": ["i"],
+    "additionalProperties": False,
+}
+VALUES: list[Any] = [0, -3, 2**70, 1.0, 1.5, True, False, None, "", "1", [], {}, [1], {"i": 1}]
+
+
+@pytest.mark.parametrize("name", ["i", "x", "s", "b", "n", "other"])
+@pytest.mark.parametrize("value", VALUES)
+def test_the_shortcut_vouches_only_for_what_jsonschema_accepts(name: str, value: Any) -> None:
+    schema = ArgumentSchema.of(PLAIN)
+    for arguments in ({name: value}, {"i": 1, name: value}):
+        if schema.surely_valid(arguments):
+            assert schema.validator.is_valid(arguments), arguments
+
+
+def test_the_shortcut_takes_the_common_call_and_leaves_the_rest_to_jsonschema() -> None:
+    schema = ArgumentSchema.of(PLAIN)
+    assert schema.surely_valid({"i": 1, "x": 2, "s": "t", "b": True, "n": None})
+    assert not schema.surely_valid({"i": True})  # a bool is no integer
+    assert not schema.surely_valid({"x": 1})  # `i` is required
+    assert not schema.surely_valid({"i": 1, "other": 1})  # closed
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "object", "properties": {"i": {"type": "integer", "maximum": 3}}},
+        {"type": "object", "properties": {"i": {"type": ["integer", "null"]}}},
+        {"type": "object", "properties": {"i": {"$ref": "#/$defs/I"}}, "$defs": {}},
+        {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}},
+        {"type": "object", "minProperties": 2},
+    ],
+)
+def test_a_schema_saying_more_than_scalar_types_is_always_checked_by_jsonschema(
+    schema: dict[str, Any],
+) -> None:
+    assert ArgumentSchema.of(schema).plain is None
