@@ -300,3 +300,18 @@ def test_limits_live_in_one_place_with_the_retries() -> None:
         Agent(ScriptedModel([]), limits={"max_steps": 3}, trace_dir=False)  # type: ignore[arg-type]
     with pytest.raises(UserError, match="model_retries must be an integer >= 0"):
         Limits(model_retries=-1)
+
+
+def test_false_turns_an_optional_limit_off_since_toml_has_no_null(tmp_path: Path) -> None:
+    body = BASE + "token_budget = false\nwall_clock_s = false\nmax_tool_calls = false\n"
+    path, _ = scratch(tmp_path, body)
+    agent = Agent.from_file(path, trace_dir=False)
+    assert agent.limits.token_budget is None and agent.limits.wall_clock_s is None
+    assert agent.limits.max_tool_calls is None
+    assert agent.definition is not None and agent.definition.limits["token_budget"] is None
+    # a switch stays a switch, and `false` on a required count is still an error
+    path, _ = scratch(tmp_path, BASE + "block_repeated_calls = false\n")
+    assert Agent.from_file(path, trace_dir=False).limits.block_repeated_calls is False
+    path, _ = scratch(tmp_path, BASE.replace("max_steps = 5", "max_steps = false"))
+    with pytest.raises(UserError, match=r"limits\.max_steps"):
+        Agent.from_file(path, trace_dir=False)

@@ -312,10 +312,13 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
 
 def _dataclass_table(key: str, cls: type, value: Any) -> dict[str, Any]:
     """`value` checked as keyword arguments of dataclass `cls`: known keys, right types,
-    and whatever `cls` itself checks."""
+    and whatever `cls` itself checks. TOML has no null, so `false` on a field that may
+    be None (e.g. `token_budget = false`) means None: the limit is off."""
     if not isinstance(value, Mapping):
         raise DefinitionError(key, f"must be a table, got {value!r}")
     types = _field_types(cls)
+    optional = _optional_fields(cls)
+    value = {n: None if item is False and n in optional else item for n, item in value.items()}
     for name, item in value.items():
         if name not in types:
             raise DefinitionError(f"{key}.{name}", f"unknown key; known: {', '.join(types)}")
@@ -329,6 +332,18 @@ def _dataclass_table(key: str, cls: type, value: Any) -> dict[str, Any]:
     except UserError as exc:
         raise DefinitionError(key, str(exc)) from None
     return dict(value)
+
+
+@cache
+def _optional_fields(cls: type) -> frozenset[str]:
+    """Fields that take None and are not themselves true/false switches."""
+    hints = typing.get_type_hints(cls)
+    return frozenset(
+        f.name
+        for f in fields(cls)
+        if type(None) in typing.get_args(hints[f.name])
+        and bool not in typing.get_args(hints[f.name])
+    )
 
 
 @cache
