@@ -311,3 +311,31 @@ def test_run_with_undecodable_argv_prints_its_session_line(here: Path) -> None:
     assert proc.returncode == 0, stderr
     assert proc.stdout.decode("utf-8") == "done\n"
     assert_one_line(stderr, "session s\ufffd[/] · trace: ")
+
+
+def test_run_prints_the_answer_with_its_lines_and_without_terminal_codes(here: Path) -> None:
+    answer = "line one\nred \x1b[31mALERT\x1b[0m [bold]x[/bold] \u2028end"
+    result = invoke("run", "hi", "--model", script(here, [{"text": answer}]))
+
+    assert result.exit_code == 0
+    assert result.stdout == "line one\nred \\x1b[31mALERT\\x1b[0m [bold]x[/bold] \\u2028end\n"
+    assert "\x1b" not in result.stdout
+
+
+def test_run_prints_a_contract_answer_as_json(here: Path) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    (here / "answer.json").write_text(json.dumps(schema), encoding="utf-8")
+    steps = [{"text": '{"answer": "雨"}'}]
+    (here / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    (here / "agent.toml").write_text(
+        'model = "scripted:script.json"\noutput = "answer.json"\n', encoding="utf-8"
+    )
+    result = invoke("run", "hi", "--agent", str(here / "agent.toml"))
+
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout) == {"answer": "雨"}

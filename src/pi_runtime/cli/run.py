@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import sys
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from ..exceptions import UserError
-from ._console import err_console, fail, say
+from ._console import err_console, fail, plain, say
 from .session import open_db
 
 # The loop, the store and the model adapters are imported where a run needs them, so
@@ -120,11 +121,20 @@ def run_command(
     else:
         result = run_blocking(_run_with_progress(agent, prompt, tool_choice, err))
         if result.output is not None:
-            typer.echo(result.output)
+            typer.echo(answer_text(result.output))
         elif result.error:
             say(err, (result.stop_reason, "red"), ": ", result.error)
         say(err, (f"trace: {result.trace}", "dim"))
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
+
+
+def answer_text(output: Any) -> str:
+    """The final answer as stdout shows it: text with its line breaks, terminal control
+    characters escaped (a model must not drive the user's terminal); a contract's JSON
+    object as JSON."""
+    if not isinstance(output, str):
+        output = json.dumps(output, ensure_ascii=False)
+    return plain(output, lines=True)
 
 
 def _definition(
@@ -242,7 +252,7 @@ def _run_in_session(
         typer.echo(result.to_json())
     else:
         if result.output is not None:
-            typer.echo(result.output)
+            typer.echo(answer_text(result.output))
         elif result.status == "awaiting":
             jobs = ", ".join(job for _, job in result.waits)
             say(
