@@ -191,13 +191,17 @@ def test_tool_summary_is_name_and_first_description_line() -> None:
 def test_runtime_block_carries_date_mode_and_tools() -> None:
     block = runtime_block([lookup.definition], mode="tools", today=date(2031, 2, 3))
     assert block == (
-        "[runtime]\ndate: 2031-02-03\nmode: tools\ntools:\n"
+        "[runtime]\nyear: 2031\ntoday: 02-03 (Monday)\nmode: tools\ntools:\n"
         "- lookup: Look a key up in the catalogue.\n[/runtime]"
     )
 
 
-def run_started(agent: Agent) -> tuple[dict[str, object], str]:
-    before = date.today().isoformat()
+def day_lines(day: date) -> str:
+    return f"year: {day.year}\ntoday: {day:%m-%d} ({day:%A})\n"
+
+
+def run_started(agent: Agent) -> tuple[dict[str, object], date]:
+    before = date.today()
     result = agent.run_sync("What is the value of k?")
     assert result.trace is not None and result.stop_reason == "final_answer"
     started = next(e for e in read_trace(result.trace) if e["kind"] == "run_started")
@@ -216,8 +220,8 @@ def test_run_started_records_template_and_runtime(tmp_path: Path) -> None:
     assert started["system"] == agent.system
     runtime = started["runtime"]
     assert isinstance(runtime, str)
-    today = {before, date.today().isoformat()}
-    assert any(f"date: {d}\n" in runtime for d in today)
+    today = {before, date.today()}
+    assert any(day_lines(d) in runtime for d in today)
     assert "mode: tools" in runtime
     assert tool_summary([lookup.definition, convert.definition]) in runtime
     assert "case-sensitive" not in runtime  # only the first description line

@@ -26,9 +26,17 @@ import numpy as np
 
 from ...exceptions import ModelError
 from ..base import ToolChoice, ToolDefinition
+from .chat import CALL_CLOSE, CALL_OPEN, call_schema, chat_grammar
 from .prompt import inline_refs, reply_schema
 
-__all__ = ["Decoded", "Engine", "engine_for", "grammar_from_schema", "reply_grammar"]
+__all__ = [
+    "Decoded",
+    "Engine",
+    "chat_reply_grammar",
+    "engine_for",
+    "grammar_from_schema",
+    "reply_grammar",
+]
 
 INSTALL_HINT = "pip install 'pi-runtime[local]'"
 TOP_CANDIDATES = 64
@@ -38,7 +46,7 @@ REPEAT_WINDOW = 64
 tiny model from looping inside a string (`"00:00:00:00…"`) until the output limit."""
 _TOKEN_DTYPE = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])
 
-_engines: dict[tuple[Path, int], Engine] = {}
+_engines: dict[tuple[Path, int, int | None], Engine] = {}
 _engines_lock = threading.Lock()
 
 
@@ -53,17 +61,35 @@ def llama_module() -> Any:
 def reply_grammar(tools: Sequence[ToolDefinition], choice: ToolChoice) -> str:
     """The grammar of a reply (see `reply_schema`).
 
-    A tool whose schema uses what the converter cannot express (`not`, a dangling
-    `$ref`) gets any JSON object as its arguments here; the gate still validates them.
+    A tool whose schema the converter cannot express gets any JSON object as its
+    arguments here; the gate still validates them.
     """
+    return grammar_from_schema(reply_schema(_usable(tools), choice))
+
+
+def chat_reply_grammar(
+    tools: Sequence[ToolDefinition], choice: ToolChoice, *, one_paragraph: bool = False
+) -> str:
+    """The grammar of a reply in the chat format (see `chat.chat_grammar`)."""
+    offered = [t for t in tools if choice in ("auto", "required", "none") or t.name == choice]
+    if not offered or choice == "none":
+        return chat_grammar("", tools, choice, one_paragraph=one_paragraph)
+    calls = grammar_from_schema(call_schema(_usable(offered)))
+    return chat_grammar(calls, tools, choice, one_paragraph=one_paragraph)
+
+
+def _usable(tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
+    """`tools` with local `$ref`s inlined, and any JSON object as the arguments of a tool
+    whose schema uses what the converter cannot express (`not`, a dangling `$ref`)."""
     usable = []
     for definition in tools:
+        parameters = inline_refs(definition.parameters)
         try:
-            grammar_from_schema(inline_refs(definition.parameters))
+            grammar_from_schema(parameters)
         except Exception:  # the converter fails by assertion on what it cannot express
-            definition = replace(definition, parameters={"type": "object"})
-        usable.append(definition)
-    return grammar_from_schema(reply_schema(usable, choice))
+            parameters = {"type": "object"}
+        usable.append(replace(definition, parameters=parameters))
+    return usable
 
 
 def grammar_from_schema(schema: dict[str, Any]) -> str:
@@ -84,14 +110,15 @@ class Decoded:
     cut: bool
 
 
-def engine_for(path: Path, *, n_ctx: int) -> Engine:
+def engine_for(path: Path, *, n_ctx: int, n_threads: int | None = None) -> Engine:
     """The process's engine for `path`, loading the model on first use."""
     with _engines_lock:
-        engine = _engines.get((path, n_ctx))
+        engine = _engines.get((path, n_ctx, n_threads))
         if engine is None:
             if not _engines:
                 atexit.register(_close_engines)
-            engine = _engines[path, n_ctx] = Engine(path, n_ctx=n_ctx)
+            engine = Engine(path, n_ctx=n_ctx, n_threads=n_threads)
+            _engines[path, n_ctx, n_threads] = engine
         return engine
 
 
@@ -107,11 +134,17 @@ def _close_engines() -> None:
 class Engine:
     """A loaded GGUF model; one reply decodes at a time."""
 
-    def __init__(self, path: Path, *, n_ctx: int) -> None:
+    def __init__(self, path: Path, *, n_ctx: int, n_threads: int | None = None) -> None:
         llama_cpp = llama_module()
         _quiet_logs(llama_cpp)
         try:
-            self.llm = llama_cpp.Llama(model_path=str(path), n_ctx=n_ctx, verbose=False)
+            self.llm = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                n_threads_batch=n_threads,
+                verbose=False,
+            )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(f"cannot load the local model {path}: {exc}") from exc
         self.lib = llama_cpp
@@ -124,7 +157,38 @@ class Engine:
             {int(llama_cpp.llama_vocab_eos(self.vocab)), int(llama_cpp.llama_vocab_eot(self.vocab))}
             - {-1}
         )
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        self.chat_template: str | None = template if isinstance(template, str) else None
+        """The model's own chat template, when the file carries one."""
+        special = [t for t in range(self.n_vocab) if self._is_special(t)]
+        self.specials = sorted({self._text(t) for t in special} - {""}, key=len, reverse=True)
+        """Spellings of control tokens, which text from outside must never form."""
+        self.banned = np.array(
+            [
+                t
+                for t in special
+                if not llama_cpp.llama_vocab_is_eog(self.vocab, t)
+                and self._text(t) not in (CALL_OPEN, CALL_CLOSE)
+            ],
+            dtype=np.int64,
+        )
+        """Control tokens a chat reply may not write: only its end and the call tags."""
+        self.bos_text = self._text(int(llama_cpp.llama_vocab_bos(self.vocab)))
+        self.eos_text = self._text(int(llama_cpp.llama_vocab_eos(self.vocab)))
         self.lock = threading.Lock()
+
+    def _is_special(self, token: int) -> bool:
+        attributes = int(self.lib.llama_vocab_get_attr(self.vocab, token))
+        return bool(
+            attributes
+            & (self.lib.LLAMA_TOKEN_ATTR_CONTROL | self.lib.LLAMA_TOKEN_ATTR_USER_DEFINED)
+        )
+
+    def _text(self, token: int) -> str:
+        if token < 0:
+            return ""
+        raw = self.lib.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else ""
 
     def decode(
         self,
@@ -136,10 +200,15 @@ class Engine:
         seed: int,
         on_text: Callable[[str], None],
         stop: threading.Event,
+        chat: bool = False,
     ) -> Decoded:
-        """Write a reply to `prompt` under `grammar`, passing its text on as it comes."""
+        """Write a reply to `prompt` under `grammar`, passing its text on as it comes.
+
+        `chat`: the prompt is a rendered chat template, whose control tokens are meant
+        (text from outside was defanged before rendering) and which brings its own BOS.
+        """
         with self.lock:
-            tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=False)
+            tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=not chat, special=chat)
             if len(tokens) + max_tokens > self.n_ctx:
                 raise ModelError(
                     f"the conversation takes {len(tokens)} tokens plus {max_tokens} for the "
@@ -153,8 +222,9 @@ class Engine:
                 raise ModelError("the reply grammar built from the tool schemas is invalid")
             try:
                 cached = self._feed_prompt(tokens)
+                banned = self.banned if chat else None
                 produced, cut = self._sample(
-                    sampler, max_tokens, temperature, random.Random(seed), on_text, stop
+                    sampler, max_tokens, temperature, random.Random(seed), on_text, stop, banned
                 )
             finally:
                 self.lib.llama_sampler_free(sampler)
@@ -183,6 +253,7 @@ class Engine:
         rng: random.Random,
         on_text: Callable[[str], None],
         stop: threading.Event,
+        banned: Any = None,
     ) -> tuple[int, bool]:
         lib = self.lib
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -194,8 +265,11 @@ class Engine:
             logits = np.ctypeslib.as_array(
                 lib.llama_get_logits_ith(self.llm.ctx, -1), shape=(self.n_vocab,)
             )
-            if recent:
+            if recent or banned is not None:
                 logits = logits.copy()  # the view is llama.cpp's own buffer
+            if banned is not None and len(banned):
+                logits[banned] = -np.inf
+            if recent:
                 seen = np.array(sorted(set(recent)))
                 logits[seen] = np.where(
                     logits[seen] > 0, logits[seen] / REPEAT_PENALTY, logits[seen] * REPEAT_PENALTY
