@@ -62,14 +62,15 @@ def bench_context(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
 ) -> None:
-    """Input tokens over a 30-turn tool-heavy run: naive full history vs Pi's builder."""
+    """Input tokens over a 30-turn tool-heavy run: naive full history vs Pi's builder;
+    and per user turn of a 5-turn session, with and without proactive compression."""
     from ..bench.context import measure
     from ..bench.report import plot_lines, print_table, write_files
 
     result = measure()
     files = write_files(result, out)
     png = plot_lines(
-        result,
+        {**result, "rows": [r for r in result["rows"] if r["case"] == "long-run"]},
         out,
         x="turn",
         y=["naive_input_tokens", "pi_input_tokens"],
@@ -89,6 +90,14 @@ def bench_context(
         f"total: naive {result['naive_total']:,} · pi {result['pi_total']:,} · "
         f"pi/naive {result['pi_share']:.1%} ({verdict} the {result['target_share']:.0%} target) · "
         f"formula N·S + T·N(N+1)/2 ≈ {result['naive_formula_total']:,}",
+    )
+    session = result["session"]
+    say(
+        screen,
+        f"session ({session['turns']} user turns, default budget of "
+        f"{session['context_window']:,}): without proactive compression "
+        f"{session['without_proactive_total']:,} · with {session['with_proactive_total']:,} "
+        f"({session['share']:.1%})",
     )
     say(screen, "files: " + ", ".join(result["files"]))
 

@@ -1,7 +1,7 @@
 """Context: what the model reads each turn — prompts, token counts, the layered builder."""
 
+from .budget import Budget
 from .builder import (
-    Budget,
     BuiltContext,
     ContextBuilder,
     Summariser,

@@ -1,8 +1,13 @@
 """The layered context builder: system / tools / context / user under one token budget.
 
 Only the context layer (earlier turns) is ever compressed; the system layer, the tool
-definitions and the current user message are sent whole. Compression runs only when the
-request would not fit, cheapest step first (seed 001 §6):
+definitions and the current user message are sent whole. The budget is the model's own
+window (`context_window_of`) unless `Budget.context_window` says otherwise.
+
+At each new user turn, the tool results of earlier requests that ended in an answer shrink
+to their digest (`digest_consumed`, seed 002 §3.4; see `consumed`), whether or not the
+request would fit. Further compression runs only when the request would not fit, cheapest
+step first (seed 001 §6):
 
 1. `truncate_results` — old tool results longer than `max_result_tokens` keep their head,
    their total size and a reference (`result:<tool_call_id>`) to the full text in the record;
@@ -22,7 +27,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..exceptions import UserError
 from ..messages import (
     AssistantMessage,
     Message,
@@ -33,6 +37,8 @@ from ..messages import (
     UserMessage,
 )
 from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
+from .budget import DEFAULT_CONTEXT_WINDOW, Budget
+from .consumed import Digests
 from .tokens import count_tokens
 
 _NOTE_HEAD = "[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
@@ -41,40 +47,6 @@ MESSAGE_OVERHEAD = 4
 """Tokens a chat format spends around each message (role markers); o200k chat ≈ 3–4."""
 
 Summariser = Callable[[str], Awaitable[str]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Budget:
-    """Token budget of one request.
-
-    Attributes:
-        context_window: input tokens the model accepts.
-        output_reserve: tokens kept free for the answer.
-        max_result_tokens: an old tool result longer than this is cut in step 1.
-        keep_recent: units (tool round-trips or user turns) never dropped or cut.
-        digest_tokens: room the digest of dropped turns may take before summarising.
-    """
-
-    context_window: int = 128_000
-    output_reserve: int = 4_096
-    max_result_tokens: int = 800
-    keep_recent: int = 2
-    digest_tokens: int = 1_000
-
-    def __post_init__(self) -> None:
-        needs = {
-            "context_window": (self.context_window > 0, "positive"),
-            "output_reserve": (self.output_reserve >= 0, "zero or more"),
-            "max_result_tokens": (
-                self.max_result_tokens >= 64,
-                "at least 64 (a head and the marker)",
-            ),
-            "keep_recent": (self.keep_recent >= 0, "zero or more"),
-            "digest_tokens": (self.digest_tokens >= 0, "zero or more"),
-        }
-        for name, (ok, need) in needs.items():
-            if not ok:
-                raise UserError(f"Budget.{name} must be {need}, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +59,10 @@ class BuiltContext:
     steps: tuple[str, ...] = ()
     dropped: tuple[tuple[int, int], ...] = ()
     truncated: tuple[int, ...] = ()
+    digested: tuple[int, ...] = ()
     summary: str | None = None
+    window: int = DEFAULT_CONTEXT_WINDOW
+    """The context window the request was budgeted for."""
 
     over_budget: bool = False
     """The parts never compressed (system, tools, user, recent turns) alone exceed the room."""
@@ -104,6 +79,8 @@ class BuiltContext:
             "steps": list(self.steps),
             "dropped": [list(r) for r in self.dropped],
             "truncated": list(self.truncated),
+            "digested": list(self.digested),
+            "window": self.window,
             "over_budget": self.over_budget,
         }
 
@@ -159,7 +136,15 @@ def _digest_line(messages: Sequence[Message], unit: tuple[int, int]) -> list[str
 
 
 class ContextBuilder:
-    """Builds each request of one run; keeps per-message token counts between turns."""
+    """Builds each request of one run; keeps per-message token counts between turns.
+
+    Args:
+        budget: the budget of each request.
+        counter: counts the tokens of a text.
+        summariser: condenses dropped turns whose digest does not fit.
+        model_window: the window the model reports (`context_window_of`); the budget's
+            own `context_window`, when set, wins.
+    """
 
     def __init__(
         self,
@@ -167,8 +152,11 @@ class ContextBuilder:
         *,
         counter: Callable[[str], int] = count_tokens,
         summariser: Summariser | None = None,
+        model_window: int | None = None,
     ) -> None:
         self.budget = budget or Budget()
+        self.window = self.budget.window_for(model_window)
+        self.reserve = self.budget.reserve_for(self.window)
         self.counter = counter
         self.summariser = summariser
         self._counts: list[int] = []
@@ -177,6 +165,7 @@ class ContextBuilder:
         self._fixed: dict[str, int] = {}
         self._summaries: dict[int, str] = {}
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
+        self._digests = Digests(lambda m: counter(message_text(m)) + MESSAGE_OVERHEAD)
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
@@ -189,6 +178,7 @@ class ContextBuilder:
             else:
                 i = min(known, len(messages))
             del self._counts[i:], self._seen[i:], self._sums[i + 1 :]
+            self._digests.forget(i)
         for message in messages[len(self._counts) :]:
             size = self.counter(message_text(message)) + MESSAGE_OVERHEAD
             self._counts.append(size)
@@ -238,18 +228,36 @@ class ContextBuilder:
                 else 0
             ),
         }
-        available = self.budget.context_window - self.budget.output_reserve - sum(layers.values())
+        available = self.window - self.reserve - sum(layers.values())
         context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)
         out = list(messages)
+        digests = self._digests
+        if self.budget.digest_consumed and anchor > 0:
+            digests.select(messages, anchor, counts)
+            context_tokens -= digests.saving
+            for i, (digest, _) in digests.chosen.items():
+                out[i] = digest
+            digested = tuple(digests.chosen)
+        else:
+            digested = ()
         if anchor >= 0 and runtime:
             user = messages[anchor]
             assert isinstance(user, UserMessage)
             out[anchor] = replace(user, content=f"{runtime}\n\n{user.content}")
         if context_tokens <= available:
             return BuiltContext(
-                messages=tuple(out), layers=layers | {"context": context_tokens}, anchor=anchor
+                messages=tuple(out),
+                layers=layers | {"context": context_tokens},
+                anchor=anchor,
+                steps=("digest_consumed",) if digested else (),
+                digested=digested,
+                window=self.window,
             )
-        return await self._compress(out, counts, anchor, available, layers)
+        if digested:
+            counts = list(counts)
+            for i in digested:
+                counts[i] = digests.chosen[i][1]
+        return await self._compress(out, counts, anchor, available, layers, digested)
 
     async def _compress(
         self,
@@ -258,6 +266,7 @@ class ContextBuilder:
         anchor: int,
         available: int,
         layers: dict[str, int],
+        digested: tuple[int, ...],
     ) -> BuiltContext:
         budget = self.budget
         units = (
@@ -267,7 +276,7 @@ class ContextBuilder:
         )
         protected = set(units[-budget.keep_recent :]) if budget.keep_recent else set()
         sizes = {i: counts[i] for i in range(len(out)) if i != anchor}
-        steps: list[str] = []
+        steps: list[str] = ["digest_consumed"] if digested else []
         truncated: list[int] = []
         for unit in units:
             if unit in protected:
@@ -316,7 +325,9 @@ class ContextBuilder:
             steps=tuple(steps),
             dropped=_ranges(dropped),
             truncated=tuple(truncated),
+            digested=digested,
             summary=summary,
+            window=self.window,
         )
 
     def _cut(self, message: ToolResultMessage, max_tokens: int) -> tuple[ToolResultMessage, int]:

@@ -27,7 +27,13 @@ from ..context import (
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
-from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
+from ..models import (
+    TOOL_CHOICE_MODES,
+    Model,
+    ModelSettings,
+    context_window_of,
+    resolve_model,
+)
 from ..observe import (
     Event,
     Recorder,
@@ -60,7 +66,7 @@ class Agent:
             `PromptParts(discipline=False)`.
         prompt_template: the versioned template the system prompt is rendered from.
         budget: the token budget of each request (`Budget`: context window, output
-            reserve, compression settings).
+            reserve, compression settings); by default the model's own window.
         summariser: condenses dropped turns when their digest does not fit: a callable,
             "model" to ask the agent's own model, or None to trim the digest instead.
         output: an output contract (or a pydantic model to build one from): the final
@@ -251,7 +257,11 @@ class Agent:
             live=live,
             model_retries=self.limits.model_retries,
             retry_base_s=self.limits.retry_base_s,
-            builder=ContextBuilder(self.budget, summariser=self.summariser),
+            builder=ContextBuilder(
+                self.budget,
+                summariser=self.summariser,
+                model_window=context_window_of(self.model),
+            ),
             runtime=runtime,
             prompt=self.template.ref,
             contract=self.contract,

@@ -16,13 +16,16 @@ from .base import (
     ToolChoice,
     ToolDefinition,
     complete_from_stream,
+    context_window_of,
 )
 from .function import FunctionModel
 from .replay import ReplayModel
 from .scripted import ScriptedModel, ScriptStep, load_script
 from .spec import resolve_model
+from .windows import KNOWN_WINDOWS, known_window
 
 __all__ = [
+    "KNOWN_WINDOWS",
     "TOOL_CHOICE_MODES",
     "FunctionModel",
     "Model",
@@ -41,6 +44,8 @@ __all__ = [
     "ToolChoice",
     "ToolDefinition",
     "complete_from_stream",
+    "context_window_of",
+    "known_window",
     "load_script",
     "repair_response",
     "repaired_stream",

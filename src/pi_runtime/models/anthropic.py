@@ -44,6 +44,7 @@ from .base import (
     complete_from_stream,
 )
 from .classify import API_KEY_VARIABLES, classify_provider_error
+from .windows import known_window
 
 __all__ = ["REDACTED_THINKING_PREFIX", "AnthropicModel", "anthropic_body"]
 
@@ -133,6 +134,11 @@ class AnthropicModel:
         except Exception as exc:
             raise classify_provider_error(exc, provider=PROVIDER) from exc
         yield ResponseDone(response=state.response(self.model))
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's published context window (`models.windows`), None when unknown."""
+        return known_window(self.model)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await complete_from_stream(self, request)

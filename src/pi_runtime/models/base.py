@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from ..exceptions import UserError
 from ..messages import AssistantMessage, Block, FinishReason, Message, ToolCall, Usage
 
 ToolChoice: TypeAlias = str
@@ -121,7 +122,13 @@ StreamEvent: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | ResponseDon
 
 @runtime_checkable
 class Model(Protocol):
-    """A model adapter. `stream` must end with exactly one `ResponseDone`."""
+    """A model adapter. `stream` must end with exactly one `ResponseDone`.
+
+    A model may also have a `context_window` attribute (or property): the input tokens
+    it accepts, or None when unknown. It is optional, so a model without one still is a
+    `Model`; read it with `context_window_of`. The context builder budgets for it unless
+    `Budget.context_window` is set.
+    """
 
     name: str
 
@@ -130,6 +137,29 @@ class Model(Protocol):
     async def complete(self, request: ModelRequest) -> ModelResponse: ...
 
     async def aclose(self) -> None: ...
+
+
+def context_window_of(model: object) -> int | None:
+    """The context window `model` reports (its optional `context_window`), or None.
+
+    Raises:
+        UserError: the model reports something other than a positive integer or None.
+    """
+    try:
+        window = getattr(model, "context_window", None)
+    except Exception as exc:  # a user's property that fails: misuse, said before a run
+        raise UserError(
+            f"model {getattr(model, 'name', model)!r}: reading context_window failed: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise UserError(
+            f"model {getattr(model, 'name', model)!r} reports context_window={window!r}; "
+            "expected a positive integer or None"
+        )
+    return window
 
 
 async def complete_from_stream(model: Model, request: ModelRequest) -> ModelResponse:

@@ -25,12 +25,19 @@ class FunctionModel:
 
     `keep_calls=False` keeps no copies: a copy holds the whole conversation, so keeping
     one per call makes a long run quadratic (a benchmark measures the runtime, not that).
+    `context_window` is the window the model reports (None: unknown).
     """
 
     def __init__(
-        self, function: ModelFunction, *, name: str | None = None, keep_calls: bool = True
+        self,
+        function: ModelFunction,
+        *,
+        name: str | None = None,
+        keep_calls: bool = True,
+        context_window: int | None = None,
     ) -> None:
         self.function = function
+        self.context_window = context_window
         self.name = name or f"function:{getattr(function, '__name__', 'anonymous')}"
         self.keep_calls = keep_calls
         self.calls: list[ModelRequest] = []

@@ -29,6 +29,7 @@ from .base import (
 )
 from .classify import classify_provider_error
 from .providers import VENDORS, Vendor, resolve_api_key
+from .windows import known_window
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
@@ -127,6 +128,11 @@ class OpenAIModel:
                 max_tokens=request.settings.max_tokens, provider=self.vendor.display
             )
         )
+
+    @property
+    def context_window(self) -> int | None:
+        """The model's published context window (`models.windows`), None when unknown."""
+        return known_window(self.model) if self.vendor.known_windows else None
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         return await complete_from_stream(self, request)

@@ -37,6 +37,9 @@ class Vendor:
         structured_output: how an output contract is sent: `json_schema` (the schema,
             enforced when strict) or `json_object` (JSON only; the schema stays in the
             system prompt) for vendors without schema support.
+        known_windows: model names mean the providers' models, so their published
+            context windows apply (`models.windows`); False for servers whose window is
+            their own setting (ollama's `num_ctx`).
     """
 
     name: str
@@ -48,6 +51,7 @@ class Vendor:
     parallel_tool_calls: bool = True
     reasoning_field: str | None = None
     structured_output: Literal["json_schema", "json_object"] = "json_schema"
+    known_windows: bool = True
     label: str | None = None
     """What error messages call the service (default: `name`)."""
 
@@ -76,6 +80,7 @@ VENDORS: Mapping[str, Vendor] = {
         base_url="http://localhost:11434/v1",
         key_env=None,
         key_required=False,
+        known_windows=False,  # the server's num_ctx, whatever the model's name says
     ),
     "openrouter": Vendor(
         name="openrouter",
@@ -126,6 +131,7 @@ def custom_server(base_url: str, *, like: Vendor | None = None) -> Vendor:
         strict_tools=like.strict_tools,
         parallel_tool_calls=like.parallel_tool_calls,
         reasoning_field=like.reasoning_field,
+        known_windows=like.known_windows,
     )
 
 

@@ -107,10 +107,16 @@ class ScriptedModel:
     Args:
         steps: script steps (dicts in the script-file shape, or `ScriptStep`s).
         name: the model name recorded in traces.
+        context_window: the window the model reports (None: unknown, the builder's
+            default applies), to test how a run budgets for a small model.
     """
 
     def __init__(
-        self, steps: Sequence[ScriptStep | dict[str, Any]], *, name: str = "scripted"
+        self,
+        steps: Sequence[ScriptStep | dict[str, Any]],
+        *,
+        name: str = "scripted",
+        context_window: int | None = None,
     ) -> None:
         try:
             self.steps = [
@@ -119,6 +125,7 @@ class ScriptedModel:
         except ValidationError as exc:
             raise UserError(f"bad script step:\n{exc}") from exc
         self.name = name
+        self.context_window = context_window
         self.requests: list[ModelRequest] = []
         self.calls: list[ModelRequest] = []
         """A detached copy of each request, in order: later changes to what the caller

@@ -73,6 +73,7 @@ from .base import (
     ThinkingDelta,
     ToolCallDelta,
     ToolDefinition,
+    context_window_of,
 )
 
 PROTOCOL_RULES = """\
@@ -216,6 +217,11 @@ class TextProtocolModel:
     def __init__(self, inner: Model) -> None:
         self.inner = inner
         self.name = f"text:{inner.name}"
+
+    @property
+    def context_window(self) -> int | None:
+        """The inner model's window: the text protocol changes no limit."""
+        return context_window_of(self.inner)
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         response = await self.inner.complete(render_request(request))

@@ -103,6 +103,11 @@ class LocalModel:
         self.temperature = temperature
         self.seed = seed
 
+    @property
+    def context_window(self) -> int | None:
+        """The engine's window, `n_ctx`: the builder budgets each request for it."""
+        return self.n_ctx
+
     def _engine(self) -> Engine:
         from .engine import engine_for
         from .files import embedded_model_path
