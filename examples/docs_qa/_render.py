@@ -58,7 +58,7 @@ def render(name: str, places: list[tuple[str, str]]) -> str:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         module = importlib.import_module(name)
-        text = pydoc.render_doc(module, renderer=pydoc.plaintext)
+        text = pydoc.render_doc(module, renderer=pydoc.plaintext)  # type: ignore[attr-defined]  # untyped in typeshed
     return normalize(text, places)
 
 

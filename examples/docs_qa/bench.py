@@ -80,7 +80,9 @@ def _naive_script(case: Case) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def _run(case: Case, script: list[dict[str, Any]], tools: list[ToolSpec], budget: Budget) -> dict[str, int]:
+def _run(
+    case: Case, script: list[dict[str, Any]], tools: list[ToolSpec], budget: Budget
+) -> dict[str, int]:
     """Run one scripted question; its context tokens summed over model calls, and the peak."""
     with tempfile.TemporaryDirectory() as trace_dir:
         agent = Agent(
@@ -92,7 +94,9 @@ def _run(case: Case, script: list[dict[str, Any]], tools: list[ToolSpec], budget
         )
         result = agent.run_sync(case.prompt)
         if result.stop_reason != "final_answer":
-            raise RuntimeError(f"{case.name}: the scripted run ended {result.stop_reason}: {result.error}")
+            raise RuntimeError(
+                f"{case.name}: the scripted run ended {result.stop_reason}: {result.error}"
+            )
         events = read_trace(result.trace or "")
     errors = [e for e in events if e["kind"] == "message" and e["message"].get("is_error")]
     if errors:
@@ -106,7 +110,9 @@ def _run(case: Case, script: list[dict[str, Any]], tools: list[ToolSpec], budget
     return {"tokens": sum(sent), "peak": max(sent), "calls": len(sent)}
 
 
-def measure(limit: int | None = None, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def measure(
+    limit: int | None = None, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
     """One row per question (the first `limit`), and the totals."""
     corpus, _ = docs.library()
     rows: list[dict[str, Any]] = []

@@ -22,7 +22,7 @@ __all__ = ["Finding", "Hit", "Index", "analyze", "terms"]
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 _STOP = frozenset(
     """a an and are as at be by can do does for from how i in is it its of on or that the
-    this to what when which with you your should would will there their into than then""".split()
+    this to what when which with you your should would will there their into than then""".split()  # noqa: SIM905
 )
 _CONTAINERS = frozenset({"CLASSES", "FUNCTIONS"})  # their members are indexed instead
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(*])")

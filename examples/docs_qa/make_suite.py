@@ -94,8 +94,12 @@ def functions(doc: Doc) -> list[Function]:
         params = tuple(a.arg for a in [*positional, *args.kwonlyargs])
         if any(p.startswith("_") for p in params):
             continue  # private parameters are not what a reader asks about
-        pairs = list(zip(positional[len(positional) - len(args.defaults) :], args.defaults))
-        pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+        pairs = list(
+            zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+        )
+        pairs += [
+            (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+        ]
         defaults = tuple((a.arg, ast.get_source_segment(source, d) or "") for a, d in pairs)
         found.append(Function(doc.id, section, params, defaults))
     return found
@@ -113,9 +117,7 @@ def _words(names: list[str]) -> str:
 def cases(corpus: Corpus, per_kind: int = PER_KIND) -> list[Case]:
     """The suite's cases, in file order."""
     every = [f for doc in corpus.docs.values() for f in functions(doc)]
-    members = Counter(
-        s.rsplit(".", 1)[-1] for doc in corpus.docs.values() for s in doc.sections
-    )
+    members = Counter(s.rsplit(".", 1)[-1] for doc in corpus.docs.values() for s in doc.sections)
     out: list[Case] = []
     used: set[str] = set()
 

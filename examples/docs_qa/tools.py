@@ -200,9 +200,7 @@ def analyze_text(doc_id: DocId, question: Question) -> str:
             kind="not_found",
             hint="Name the function or class you mean, or search_docs for another document.",
         )
-    rows = [
-        {"section": f.section, "line": f.line, "text": f.text[:MAX_LINE_CHARS]} for f in found
-    ]
+    rows = [{"section": f.section, "line": f.line, "text": f.text[:MAX_LINE_CHARS]} for f in found]
     return encode(rows, kind="table", source=f"analyze:{doc_id}")
 
 

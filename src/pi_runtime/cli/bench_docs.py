@@ -30,7 +30,9 @@ def _example() -> Any:
     except ModuleNotFoundError as exc:
         if exc.name not in {"examples", "examples.docs_qa", EXAMPLE}:
             raise
-        fail(f"pi bench docs runs examples/docs_qa: run it from the Pi checkout ({exc.name} not found)")
+        fail(
+            f"pi bench docs runs examples/docs_qa: run it from the Pi checkout ({exc.name} not found)"
+        )
 
 
 def bench_docs(
