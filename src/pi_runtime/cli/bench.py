@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from ._console import console, fail, say
+from .bench_docs import bench_docs
 from .bench_qrp import bench_qrp
 from .bench_startup import bench_startup
 
@@ -135,6 +136,7 @@ def _unavailable_and_files(screen: Console, result: dict[str, Any]) -> None:
     say(screen, "files: " + ", ".join(result["files"]))
 
 
+bench_app.command("docs")(bench_docs)
 bench_app.command("qrp")(bench_qrp)
 bench_app.command("startup")(bench_startup)
 
