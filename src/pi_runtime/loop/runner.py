@@ -27,6 +27,7 @@ from ..models import (
     repair_response,
     stream_is_repaired,
 )
+from ..models.pricing import cost_usd
 from ..observe import (
     ContractChecked,
     Event,
@@ -281,7 +282,8 @@ class Driver:
     def _usage(
         self, answer: AssistantMessage, counted_input: int
     ) -> tuple[Usage, Literal["provider", "counted"]]:
-        """The call's usage: the provider's figures, Pi's own count for any it left out.
+        """The call's usage: the provider's figures, Pi's own count for any it left out,
+        and its price (`models.pricing`; None when unknown).
 
         Some servers report nothing (scripted models), or nothing of the input
         (llama-cpp-python's server when streaming): a zero where there must have been
@@ -294,9 +296,12 @@ class Driver:
         if output_tokens <= 0 and answer.content:
             output_tokens = self.builder.counter(message_text(answer))
         counted = (input_tokens, output_tokens) != (usage.input_tokens, usage.output_tokens)
-        if not counted:
-            return usage, "provider"
-        return replace(usage, input_tokens=input_tokens, output_tokens=output_tokens), "counted"
+        if counted:
+            usage = replace(usage, input_tokens=input_tokens, output_tokens=output_tokens)
+        cost = cost_usd(self.model.name, usage)
+        if cost != usage.cost_usd:
+            usage = replace(usage, cost_usd=cost)
+        return usage, "counted" if counted else "provider"
 
     async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
         first_tool_at: float | None = None

@@ -24,7 +24,7 @@ def compute_metrics(
     first_tool_ms: float | None = None
     calling = mixed = model_calls = tool_calls = truncated = 0
     model_errors = 0
-    usage = Usage()
+    usage = Usage(cost_usd=0.0)
     errors: Counter[str] = Counter()
     for event in events:
         if isinstance(event, ModelResponded):
@@ -63,5 +63,6 @@ def compute_metrics(
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cost_usd": usage.cost_usd,
         "wall_ms": round(wall_ms, 3),
     }
