@@ -32,6 +32,7 @@ LAYERS: dict[str, int] = {
     "durable": 9,
     "cli": SURFACE,
     "bench": SURFACE,
+    "evals": SURFACE,
     "server": SURFACE,
     "testing": SURFACE,
 }

@@ -9,6 +9,7 @@ import typer
 from typer.core import TyperGroup
 
 from .bench import bench_app
+from .eval import eval_command
 from .qrp import qrp_app
 from .run import run_command
 from .session import session_app
@@ -36,6 +37,7 @@ app = typer.Typer(
 app.command("run")(run_command)
 app.add_typer(trace_app, name="trace", cls=_Group)
 app.add_typer(bench_app, name="bench", cls=_Group)
+app.command("eval")(eval_command)
 app.add_typer(qrp_app, name="qrp", cls=_Group)
 app.command("worker")(worker_command)
 app.add_typer(session_app, name="session", cls=_Group)

@@ -426,6 +426,7 @@ def _first_state(history: Sequence[Message], prompt: str | None, tool_choice: st
         turns=turns,
         prior_steps=spent.steps,
         prior_tokens=spent.tokens,
+        prior_cost_usd=spent.cost_usd,
         actions=spent.actions,
         results=spent.results,
         consecutive_errors=spent.consecutive_errors,

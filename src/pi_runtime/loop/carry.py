@@ -28,6 +28,7 @@ class Carry:
         anchor: index of the request's user message (-1: the conversation has none).
         steps: model calls made for the request (its assistant messages).
         tokens: input + output tokens those calls used.
+        cost_usd: what those calls cost (None: some call's price is unknown).
         actions: canonical hashes of the request's tool calls, oldest first.
         results: hashes of (call, result) pairs of the calls that have a result.
         consecutive_errors: failed tool results in a row at the end, in call order.
@@ -39,6 +40,7 @@ class Carry:
     anchor: int = -1
     steps: int = 0
     tokens: int = 0
+    cost_usd: float | None = 0.0
     actions: tuple[str, ...] = ()
     results: tuple[str, ...] = ()
     consecutive_errors: int = 0
@@ -70,6 +72,7 @@ def carry(messages: Sequence[Message]) -> Carry:
         if isinstance(message, ToolResultMessage):
             answers.setdefault(message.tool_call_id, message)
     steps = tokens = tool_calls = repairs = consecutive = 0
+    cost: float | None = 0.0
     notice = False
     actions: list[str] = []
     results: list[str] = []
@@ -82,6 +85,8 @@ def carry(messages: Sequence[Message]) -> Carry:
             continue
         steps += 1
         tokens += message.usage.total_tokens
+        spent = message.usage.cost_usd
+        cost = None if cost is None or spent is None else cost + spent
         for call in message.tool_calls:
             tool_calls += 1
             digest = action_hash(call.name, call.arguments, call.raw)
@@ -95,6 +100,7 @@ def carry(messages: Sequence[Message]) -> Carry:
         anchor=anchor,
         steps=steps,
         tokens=tokens,
+        cost_usd=cost,
         actions=tuple(actions[-KEEP:]),
         results=tuple(results[-KEEP:]),
         consecutive_errors=consecutive,

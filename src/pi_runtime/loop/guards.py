@@ -55,6 +55,11 @@ class Limits:
         block_repeated_calls: a call identical to the one just before it (same tool,
             same canonical arguments) is not run; the model gets a `repeated_call` error
             asking it to try another way (seed 002 §5.2).
+        cost_budget: US dollars the request's model calls may cost (None: unlimited, the
+            default). Past it the run stops with `token_budget`, the budget stop reason;
+            the guard event names `cost_budget`. Prices come from `models.pricing`; while
+            a call's price is unknown (a scripted model, an unlisted server) the spend is
+            unknown and this guard cannot trip: give `token_budget` as well for those.
         model_retries: how often a transient model failure is retried before the run
             ends `model_error`.
         retry_base_s: first backoff delay (seconds) for transient tool and model
@@ -71,6 +76,7 @@ class Limits:
     no_progress_repeats: int = 3
     max_tool_calls: int | None = None
     block_repeated_calls: bool = True
+    cost_budget: float | None = None
     model_retries: int = 2
     retry_base_s: float = 0.25
 
@@ -94,6 +100,12 @@ class Limits:
                 raise UserError(f"wall_clock_s must be a number of seconds, got {clock!r}")
             if not math.isfinite(clock) or clock <= 0:
                 raise UserError(f"wall_clock_s must be positive and finite, got {clock}")
+        budget = self.cost_budget
+        if budget is not None:
+            if isinstance(budget, bool) or not isinstance(budget, int | float):
+                raise UserError(f"cost_budget must be a number of US dollars, got {budget!r}")
+            if not math.isfinite(budget) or budget <= 0:
+                raise UserError(f"cost_budget must be positive and finite, got {budget}")
         retries = self.model_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise UserError(f"model_retries must be an integer >= 0, got {retries!r}")
@@ -140,24 +152,34 @@ def check_guards(
     limits: Limits,
     steps: int,
     total_tokens: int,
+    cost_usd: float | None = None,
     elapsed_s: float,
     consecutive_errors: int,
     actions: tuple[str, ...],
     outcomes: tuple[str, ...],
-) -> tuple[StopReason, str] | None:
-    """The first guard that stops the run, most specific first, or None to go on."""
+) -> tuple[StopReason, str, str] | None:
+    """The first guard that stops the run, most specific first, or None to go on:
+    (stop reason, what happened, the guard's name)."""
     detail = detect_no_progress(outcomes, limits)
     if detail:
-        return "no_progress", detail
+        return "no_progress", detail, "no_progress"
     detail = detect_loop(actions, limits)
     if detail:
-        return "loop_detected", detail
+        return "loop_detected", detail, "loop_detected"
     if consecutive_errors >= limits.max_consecutive_errors:
-        return "consecutive_errors", f"{consecutive_errors} tool calls failed in a row"
+        detail = f"{consecutive_errors} tool calls failed in a row"
+        return "consecutive_errors", detail, "consecutive_errors"
     if limits.token_budget is not None and total_tokens > limits.token_budget:
-        return "token_budget", f"{total_tokens} tokens used of a budget of {limits.token_budget}"
+        detail = f"{total_tokens} tokens used of a budget of {limits.token_budget}"
+        return "token_budget", detail, "token_budget"
+    budget = limits.cost_budget
+    if budget is not None and cost_usd is not None and cost_usd > budget:
+        # no stop reason of its own: the token budget's is the budget one (wire names)
+        detail = f"${cost_usd:.6f} spent of a cost budget of ${budget:g}"
+        return "token_budget", detail, "cost_budget"
     if limits.wall_clock_s is not None and elapsed_s > limits.wall_clock_s:
-        return "wall_clock", f"{elapsed_s:.1f}s elapsed of {limits.wall_clock_s:g}s"
+        detail = f"{elapsed_s:.1f}s elapsed of {limits.wall_clock_s:g}s"
+        return "wall_clock", detail, "wall_clock"
     if steps >= limits.max_steps:
-        return "max_steps", f"{steps} model calls made of {limits.max_steps}"
+        return "max_steps", f"{steps} model calls made of {limits.max_steps}", "max_steps"
     return None

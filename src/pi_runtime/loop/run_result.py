@@ -23,7 +23,8 @@ class RunResult:
         output: the final answer text (or contract object); None if the run gave none.
         steps: model calls made by this run (a continuation counts its own; the guards
             count the whole request).
-        usage: tokens used by all model calls of the run.
+        usage: tokens used by all model calls of the run, and their cost in US dollars
+            (`cost_usd`: None when any call's price is unknown).
         usage_source: where `usage` comes from: `provider` (as reported), `counted`
             (Pi's own count, for every call: the provider reported none) or `mixed`.
         metrics: the run's metrics (seed 000 and totals).
@@ -66,6 +67,7 @@ class RunResult:
                 "input_tokens": self.usage.input_tokens,
                 "output_tokens": self.usage.output_tokens,
                 "cached_tokens": self.usage.cached_tokens,
+                "cost_usd": self.usage.cost_usd,
                 "source": self.usage_source,
             },
             "metrics": self.metrics,

@@ -27,6 +27,7 @@ from ..models import (
     repair_response,
     stream_is_repaired,
 )
+from ..models.pricing import cost_usd
 from ..observe import (
     ContractChecked,
     Event,
@@ -220,7 +221,7 @@ class Driver:
             began = time.perf_counter()
             try:
                 try:
-                    response, first_tool_at = await self._stream(request)
+                    response, first_tool_at, first_token_at = await self._stream(request)
                 except TimeoutError as exc:
                     # the adapter's own timeout (the run's clock arrives as a cancellation)
                     raise ModelError(f"model call timed out: {exc}", transient=True) from exc
@@ -273,6 +274,7 @@ class Driver:
                     raw=response.raw,
                     latency_ms=round(latency, 3),
                     first_tool_call_at_ms=first_tool_at,
+                    first_token_at_ms=first_token_at,
                     usage_source=source,
                 )
             )
@@ -281,7 +283,8 @@ class Driver:
     def _usage(
         self, answer: AssistantMessage, counted_input: int
     ) -> tuple[Usage, Literal["provider", "counted"]]:
-        """The call's usage: the provider's figures, Pi's own count for any it left out.
+        """The call's usage: the provider's figures, Pi's own count for any it left out,
+        and its price (`models.pricing`; None when unknown).
 
         Some servers report nothing (scripted models), or nothing of the input
         (llama-cpp-python's server when streaming): a zero where there must have been
@@ -294,16 +297,26 @@ class Driver:
         if output_tokens <= 0 and answer.content:
             output_tokens = self.builder.counter(message_text(answer))
         counted = (input_tokens, output_tokens) != (usage.input_tokens, usage.output_tokens)
-        if not counted:
-            return usage, "provider"
-        return replace(usage, input_tokens=input_tokens, output_tokens=output_tokens), "counted"
+        if counted:
+            usage = replace(usage, input_tokens=input_tokens, output_tokens=output_tokens)
+        cost = cost_usd(self.model.name, usage)
+        if cost != usage.cost_usd:
+            usage = replace(usage, cost_usd=cost)
+        return usage, "counted" if counted else "provider"
 
-    async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
+    async def _stream(
+        self, request: ModelRequest
+    ) -> tuple[ModelResponse, float | None, float | None]:
+        """The response, when its first tool call and its first token (any delta, or
+        the response itself) arrived, in ms since the run began."""
         first_tool_at: float | None = None
+        first_token_at: float | None = None
         live = self.live
         stream = self.model.stream(request)
         try:
             async for event in stream:
+                if first_token_at is None:
+                    first_token_at = round((time.perf_counter() - self.started) * 1000, 3)
                 if isinstance(event, ResponseDone):
                     # any Model's answer, a user's own included, enters the run as writable
                     # text; Pi's own models have repaired theirs already
@@ -312,7 +325,7 @@ class Driver:
                         response = repair_response(response)
                     if first_tool_at is None and response.tool_calls:
                         first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                    return response, first_tool_at
+                    return response, first_tool_at, first_token_at
                 if isinstance(event, ToolCallDelta):
                     if first_tool_at is None:
                         first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)

@@ -23,6 +23,7 @@ class RunState:
         steps: model calls made in this run.
         prior_steps: model calls earlier runs made for the same request.
         prior_tokens: tokens earlier runs used for the same request.
+        prior_cost_usd: what earlier runs' model calls cost (None: unknown).
         turns: assistant messages in the conversation (history included).
         next_tool_choice: tool choice for the next model call only.
         response: the last assistant message, for ACT.
@@ -42,8 +43,9 @@ class RunState:
     steps: int = 0
     prior_steps: int = 0
     prior_tokens: int = 0
+    prior_cost_usd: float | None = 0.0
     turns: int = 0
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=lambda: Usage(cost_usd=0.0))
     next_tool_choice: str = "auto"
     consecutive_errors: int = 0
     response: AssistantMessage | None = None
@@ -68,6 +70,14 @@ class RunState:
     def request_tokens(self) -> int:
         """Tokens used for the request, earlier runs included."""
         return self.prior_tokens + self.usage.total_tokens
+
+    @property
+    def request_cost_usd(self) -> float | None:
+        """What the request's model calls cost so far, earlier runs included (None:
+        some call's price is unknown)."""
+        if self.prior_cost_usd is None or self.usage.cost_usd is None:
+            return None
+        return self.prior_cost_usd + self.usage.cost_usd
 
 
 _NAMES = tuple(f.name for f in fields(RunState))

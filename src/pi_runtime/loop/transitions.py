@@ -271,13 +271,15 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
         limits=limits,
         steps=state.request_steps,
         total_tokens=state.request_tokens,
+        cost_usd=state.request_cost_usd,
         elapsed_s=elapsed_s,
         consecutive_errors=state.consecutive_errors,
         actions=state.actions,
         outcomes=state.results,
     )
     if verdict is not None:
-        return finish(state, *verdict)
+        reason, detail, guard = verdict
+        return finish(state, reason, detail, guard=None if guard == reason else guard)
     cap = limits.max_tool_calls
     if cap is None or state.tool_calls < cap:
         return _move(state, "observe", [])

@@ -48,19 +48,37 @@ STOP_STATUS: dict[StopReason, RunStatus] = {
 }
 
 
+def _is_unknown(cost: float | None) -> bool:
+    return cost is None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
-    """Tokens one model call (or a whole run) consumed."""
+    """Tokens one model call (or a whole run) consumed, and what they cost.
+
+    `cost_usd` is None when the price is unknown (a scripted model, a server nobody
+    lists prices for), never 0: 0.0 means known to be free (the embedded model). A sum
+    is unknown as soon as one part is, so a run's total never understates its bill.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cached_tokens: int = 0
+    # Written only when known, so a message's usage keeps the shape it had before
+    # `cost_usd` existed (traces, stores); `RunResult.usage` always shows it.
+    cost_usd: Annotated[float | None, Field(exclude_if=_is_unknown)] = None
 
     def __add__(self, other: Usage) -> Usage:
+        cost = (
+            None
+            if self.cost_usd is None or other.cost_usd is None
+            else self.cost_usd + other.cost_usd
+        )
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=cost,
         )
 
     @property

@@ -31,6 +31,8 @@ class _ScriptUsage(BaseModel):
     input_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
     cached_tokens: int = Field(default=0, ge=0)
+    cost_usd: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    """What the step cost, when a script stands in for a priced model (None: unknown)."""
 
 
 class ScriptStep(BaseModel):

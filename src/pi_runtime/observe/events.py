@@ -14,6 +14,11 @@ from pydantic import Field
 
 from ..messages import AssistantMessage, Message, Usage
 
+
+def _is_none(value: object) -> bool:
+    return value is None
+
+
 LoopPhase: TypeAlias = Literal["observe", "think", "act", "reflect", "done"]
 
 
@@ -82,6 +87,9 @@ class ModelResponded:
     first_tool_call_at_ms: float | None = None
     """When the first tool call of this response began streaming, in ms since run start."""
     usage_source: Literal["provider", "counted"] = "provider"
+    first_token_at_ms: Annotated[float | None, Field(exclude_if=_is_none)] = None
+    """When this response's first token (or, unstreamed, the response) arrived, in ms
+    since run start; written only when known, so older lines keep their shape."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

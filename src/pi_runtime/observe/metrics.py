@@ -18,17 +18,21 @@ def compute_metrics(
     `text_tokens_before_first_tool_call` counts the visible text of every assistant
     message up to and including the first one that calls a tool (0 when no tool was
     called); `mixed_text_tool_message_rate` is the share of tool-calling messages that
-    also carry visible text.
+    also carry visible text. `time_to_first_token_ms` is when the run's first model
+    call produced its first token.
     """
     text_before = 0
     first_tool_ms: float | None = None
+    first_token_ms: float | None = None
     calling = mixed = model_calls = tool_calls = truncated = 0
     model_errors = 0
-    usage = Usage()
+    usage = Usage(cost_usd=0.0)
     errors: Counter[str] = Counter()
     for event in events:
         if isinstance(event, ModelResponded):
             model_calls += 1
+            if first_token_ms is None:
+                first_token_ms = event.first_token_at_ms
             message = event.message
             usage = usage + message.usage
             calls = message.tool_calls
@@ -55,6 +59,7 @@ def compute_metrics(
         "time_to_first_tool_call_ms": None if first_tool_ms is None else round(first_tool_ms, 3),
         "mixed_text_tool_message_rate": round(mixed / calling, 4) if calling else 0.0,
         "tool_argument_truncation_count": truncated,
+        "time_to_first_token_ms": first_token_ms,
         "model_calls": model_calls,
         "model_errors": model_errors,
         "tool_calls": tool_calls,
@@ -63,5 +68,6 @@ def compute_metrics(
         "input_tokens": usage.input_tokens,
         "output_tokens": usage.output_tokens,
         "cached_tokens": usage.cached_tokens,
+        "cost_usd": usage.cost_usd,
         "wall_ms": round(wall_ms, 3),
     }

@@ -1,0 +1,219 @@
+"""Eval suites: a TOML file naming an agent and the cases it must pass.
+
+    agent = "agent.toml"          # an agent file, relative to the suite
+    [[case]]
+    name = "storm-chengdu"
+    prompt = "成都 12 月 2 日会下雨吗？下雨的话提醒我带伞。"
+    expect_tools = [{ name = "get_weather", arguments = { city = "成都" } },
+                    { name = "create_reminder" }]
+    forbid_tools = ["delete_all"]
+    expect_output = "雨"          # a regex searched in the final answer
+    expect_stop = "final_answer"
+    script = "scripts/storm.json" # this case's script, for the agent's scripted model
+
+Everything is checked before any case runs: a mistake is one `SuiteError` naming the
+file, the case and the key (`suite.toml: case "x": expect_tools[0].name: must be a
+string`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..exceptions import UserError
+from ..loop.agentfile import read_agent_file
+from ..loop.definition import AgentDefinition
+from ..messages import StopReason, repair_text
+
+STOP_REASONS: tuple[str, ...] = typing.get_args(StopReason)
+_SUITE_KEYS = ("agent", "name", "description", "case")
+_CASE_KEYS = (
+    "name",
+    "prompt",
+    "expect_tools",
+    "forbid_tools",
+    "expect_output",
+    "expect_stop",
+    "script",
+)
+_CALL_KEYS = ("name", "arguments")
+
+
+class SuiteError(UserError):
+    """A suite file is wrong; the message names the file, the case and the key."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpectedCall:
+    """A tool call a case expects: this tool, with at least these arguments."""
+
+    name: str
+    arguments: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Case:
+    """One prompt and what its run must (and must not) do."""
+
+    name: str
+    prompt: str
+    expect_tools: tuple[ExpectedCall, ...] = ()
+    forbid_tools: tuple[str, ...] = ()
+    expect_output: re.Pattern[str] | None = None
+    expect_stop: str | None = None
+    script: Path | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Suite:
+    """A suite file read and checked: its agent and its cases."""
+
+    name: str
+    path: Path
+    agent: AgentDefinition
+    cases: tuple[Case, ...]
+
+
+def load_suite(path: str | Path) -> Suite:
+    """The suite at `path`, its agent file read; a `SuiteError` for any mistake."""
+    file = Path(path).expanduser()
+    shown = str(file)
+    try:
+        data = tomllib.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SuiteError(f"{shown}: cannot read it: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{shown}: not valid TOML: {exc}") from None
+    base = file.resolve().parent
+    _known(shown, "", data, _SUITE_KEYS)
+    agent_ref = data.get("agent")
+    if not isinstance(agent_ref, str) or not agent_ref:
+        raise SuiteError(f"{shown}: agent: must name an agent file, got {_shown(agent_ref)}")
+    agent_file = base / Path(agent_ref).expanduser()
+    if not agent_file.is_file():
+        raise SuiteError(f"{shown}: agent: no agent file at {agent_file}")
+    try:
+        agent = read_agent_file(agent_file)
+    except UserError as exc:
+        raise SuiteError(f"{shown}: agent: {exc}") from None
+    name = data.get("name", file.stem)
+    if not isinstance(name, str) or not name:
+        raise SuiteError(f"{shown}: name: must be a non-empty string, got {_shown(name)}")
+    raw_cases = data.get("case")
+    if not isinstance(raw_cases, list) or not raw_cases:
+        raise SuiteError(f"{shown}: case: the suite needs at least one [[case]] table")
+    cases: list[Case] = []
+    for index, raw in enumerate(raw_cases):
+        case = _case(shown, index, raw, base)
+        if any(c.name == case.name for c in cases):
+            raise SuiteError(f"{shown}: case {_quoted(case.name)}: name: used by two cases")
+        cases.append(case)
+    return Suite(name=repair_text(name), path=file, agent=agent, cases=tuple(cases))
+
+
+def _case(shown: str, index: int, raw: Any, base: Path) -> Case:
+    if not isinstance(raw, Mapping):
+        raise SuiteError(f"{shown}: case #{index + 1}: must be a table")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise SuiteError(f"{shown}: case #{index + 1}: name: must be a non-empty string")
+    name = repair_text(name)
+    where = f"{shown}: case {_quoted(name)}: "
+    _known(where, "", raw, _CASE_KEYS)
+    prompt = raw.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise SuiteError(f"{where}prompt: must be a non-empty string, got {_shown(prompt)}")
+    return Case(
+        name=name,
+        prompt=repair_text(prompt),
+        expect_tools=_expected_calls(where, raw.get("expect_tools", [])),
+        forbid_tools=_tool_names(where, raw.get("forbid_tools", [])),
+        expect_output=_pattern(where, raw.get("expect_output")),
+        expect_stop=_stop(where, raw.get("expect_stop")),
+        script=_script(where, raw.get("script"), base),
+    )
+
+
+def _expected_calls(where: str, value: Any) -> tuple[ExpectedCall, ...]:
+    if not isinstance(value, list):
+        raise SuiteError(f"{where}expect_tools: must be a list of tables, got {_shown(value)}")
+    calls = []
+    for i, item in enumerate(value):
+        key = f"expect_tools[{i}]"
+        if not isinstance(item, Mapping):
+            raise SuiteError(f"{where}{key}: must be a table {{name, arguments}}")
+        _known(where, f"{key}.", item, _CALL_KEYS)
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise SuiteError(f"{where}{key}.name: must be a string, got {_shown(name)}")
+        arguments = item.get("arguments")
+        if arguments is not None and not isinstance(arguments, Mapping):
+            raise SuiteError(f"{where}{key}.arguments: must be a table, got {_shown(arguments)}")
+        calls.append(
+            ExpectedCall(name=name, arguments=None if arguments is None else dict(arguments))
+        )
+    return tuple(calls)
+
+
+def _tool_names(where: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise SuiteError(f"{where}forbid_tools: must be a list of tool names, got {_shown(value)}")
+    return tuple(value)
+
+
+def _pattern(where: str, value: Any) -> re.Pattern[str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise SuiteError(f"{where}expect_output: must be a regex string, got {_shown(value)}")
+    try:
+        return re.compile(value)
+    except re.error as exc:
+        raise SuiteError(f"{where}expect_output: not a valid regex: {exc}") from None
+
+
+def _stop(where: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if value not in STOP_REASONS:
+        raise SuiteError(
+            f"{where}expect_stop: must be a stop reason ({', '.join(STOP_REASONS)}), "
+            f"got {_shown(value)}"
+        )
+    return str(value)
+
+
+def _script(where: str, value: Any, base: Path) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise SuiteError(f"{where}script: must name a script file, got {_shown(value)}")
+    path = (base / Path(value).expanduser()).resolve()
+    if not path.is_file():
+        raise SuiteError(f"{where}script: no script file at {path}")
+    return path
+
+
+def _known(where: str, prefix: str, table: Mapping[str, Any], keys: tuple[str, ...]) -> None:
+    unknown = sorted(set(table) - set(keys))
+    if unknown:
+        place = where if where.endswith(": ") else f"{where}: "
+        raise SuiteError(
+            f"{place}{prefix}{_quoted(unknown[0])[1:-1]}: unknown key; known: {', '.join(keys)}"
+        )
+
+
+def _quoted(text: str) -> str:
+    """`text` in double quotes with control characters escaped (a name stays one line)."""
+    return json.dumps(repair_text(text), ensure_ascii=False)
+
+
+def _shown(value: Any) -> str:
+    return _quoted(value) if isinstance(value, str) else repr(value)[:80]
