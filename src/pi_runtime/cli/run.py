@@ -59,6 +59,14 @@ def run_command(
         str | None,
         typer.Option("--db", help="Store of sessions (default $PI_DB, sqlite:///.pi/pi.db)."),
     ] = None,
+    local_threads: Annotated[
+        int | None,
+        typer.Option("--local-threads", min=1, help="CPU threads of the embedded model."),
+    ] = None,
+    local_context: Annotated[
+        int | None,
+        typer.Option("--local-context", min=512, help="The embedded model's window in tokens."),
+    ] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="OpenAI-compatible server URL.")
     ] = None,
@@ -88,12 +96,23 @@ def run_command(
         )
         if v is not None
     }
+    engine = {
+        k: v for k, v in (("threads", local_threads), ("context", local_context)) if v is not None
+    }
     try:
         definition = _definition(agent_file, model=model, tools=tools, base_url=base_url)
+        if engine:  # merged key by key over the agent file's [local] table
+            definition = definition.with_overrides(local=engine)
     except UserError as exc:
         fail(exc)
     if session is not None:
-        named = agent_file is not None or model is not None or bool(tools) or base_url is not None
+        named = (
+            agent_file is not None
+            or model is not None
+            or bool(tools)
+            or base_url is not None
+            or bool(engine)
+        )
         code = _run_in_session(
             prompt,
             session,

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 DEFAULT_JOB_ATTEMPTS = 5
 # Model specs whose argument is a file path: made absolute, so any folder works.
 PATH_SPECS = ("scripted", "replay", "local")
+EMBEDDED_NAMES = ("qwen2.5-coder-0.5b", "gemma-3-270m")  # `local:NAME`, not a path
 # Cheap, stateful-per-run models are built anew each time; others are worth keeping.
 _FRESH_SPECS = ("scripted", "replay")
 _RETRIEVAL_KEYS = {"threshold": int, "top_k": int, "always_include": list, "embedder": str}
@@ -68,6 +69,8 @@ class AgentDefinition:
         budget: `Budget` fields of each request's token budget.
         retrieval: tool retrieval (`threshold`, `top_k`, `always_include`, `embedder`
             of `auto` or `bm25`); None: every tool is offered.
+        local: settings of the embedded engine, used when the model is `local`:
+            `threads`, `context` (its window in tokens), `max_tokens` (a reply's limit).
         import_path: the folder tool modules import from (an agent file's own folder).
         job_max_attempts: how often a background job may be interrupted (a worker dying)
             and started again before it fails.
@@ -84,6 +87,7 @@ class AgentDefinition:
     limits: dict[str, Any] = field(default_factory=dict)
     budget: dict[str, Any] = field(default_factory=dict)
     retrieval: dict[str, Any] | None = None
+    local: dict[str, Any] = field(default_factory=dict)
     import_path: str | None = None
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
     source: str | None = None
@@ -111,18 +115,18 @@ class AgentDefinition:
         return data
 
     def with_overrides(self, **changes: Any) -> AgentDefinition:
-        """A copy with `changes` (None values are ignored); `limits` and `budget` are
-        merged field by field, as command-line flags override an agent file."""
+        """A copy with `changes` (None values are ignored); `limits`, `budget` and
+        `local` are merged field by field, as command-line flags override an agent file."""
         given = {k: v for k, v in changes.items() if v is not None}
-        for table in ("limits", "budget"):
+        for table in ("limits", "budget", "local"):
             if table in given:
                 given[table] = {**getattr(self, table), **given[table]}
         return dataclasses.replace(self, **given)
 
     def same_agent(self, other: AgentDefinition) -> bool:
-        """Whether both define the same agent (limits and job attempts aside, which a
-        turn may change)."""
-        skip = {"limits", "job_max_attempts", "source"}
+        """Whether both define the same agent (limits, job attempts and the embedded
+        engine's settings aside, which a turn or a machine may change)."""
+        skip = {"limits", "job_max_attempts", "source", "local"}
         mine, theirs = self.to_dict(), other.to_dict()
         return all(mine[k] == theirs[k] for k in mine if k not in skip)
 
@@ -175,12 +179,12 @@ class AgentDefinition:
         return agent
 
     def _model(self, cache: dict[str, Model] | None) -> Model:
-        key = f"{self.model}@{self.base_url}"
+        key = f"{self.model}@{self.base_url}@{sorted(self.local.items())}"
         fresh = (self.model or "").partition(":")[0] in _FRESH_SPECS
         if cache is not None and not fresh and key in cache:
             return cache[key]
         try:
-            model = resolve_model(self.model, base_url=self.base_url)
+            model = resolve_model(self.model, base_url=self.base_url, local=self.local)
         except UserError as exc:
             raise DefinitionError("model", str(exc)) from None
         if cache is not None and not fresh:
@@ -287,6 +291,25 @@ def _retrieval(key: str, value: Any) -> dict[str, Any] | None:
     return dict(value)
 
 
+_LOCAL_MINIMA = {"threads": 1, "context": 512, "max_tokens": 1}
+
+
+def _local(key: str, value: Any) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table, got {value!r}")
+    for name, item in value.items():
+        least = _LOCAL_MINIMA.get(name)
+        if least is None:
+            raise DefinitionError(f"{key}.{name}", f"unknown key; known: {sorted(_LOCAL_MINIMA)}")
+        if isinstance(item, bool) or not isinstance(item, int) or item < least:
+            raise DefinitionError(
+                f"{key}.{name}", f"must be an integer of at least {least}, got {item!r}"
+            )
+    return dict(value)
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -304,6 +327,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "limits": _limits,
     "budget": _budget,
     "retrieval": _retrieval,
+    "local": _local,
     "import_path": _optional_str,
     "job_max_attempts": _job_attempts,
     "source": _optional_str,
@@ -381,6 +405,6 @@ def absolute_model(spec: str | None, base: Path) -> str | None:
     if spec is None:
         return None
     prefix, sep, rest = spec.partition(":")
-    if sep and rest and prefix in PATH_SPECS:
+    if sep and rest and prefix in PATH_SPECS and rest not in EMBEDDED_NAMES:
         return f"{prefix}:{(base / Path(rest).expanduser()).resolve()}"
     return spec

@@ -2,7 +2,8 @@
 
 | spec                  | model                                                      |
 |-----------------------|------------------------------------------------------------|
-| `local` (the default) | the embedded Gemma 3 270M, in-process, offline             |
+| `local` (the default) | the embedded Qwen2.5-Coder-0.5B-Instruct, in-process       |
+| `local:NAME`          | an embedded model by name (`gemma-3-270m`)                 |
 | `local:PATH`          | another GGUF file, in-process                              |
 | `openai:MODEL`        | OpenAI (`OPENAI_API_KEY`)                                  |
 | `deepseek:MODEL`      | DeepSeek (`DEEPSEEK_API_KEY`)                              |
@@ -19,6 +20,9 @@ or `VENDOR:MODEL` to keep a vendor's key and quirks while going through another 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ..exceptions import UserError
 from .base import Model
 from .providers import VENDORS, custom_server
@@ -31,8 +35,18 @@ DEFAULT_SERVER_MODEL = "default"
 """The model name sent to a `--base-url` server when none is given (llama.cpp ignores it)."""
 
 
-def resolve_model(spec: str | None, *, base_url: str | None = None) -> Model:
-    """The model a spec string names. A bad or unavailable spec is a `UserError`."""
+LOCAL_OPTIONS = {"threads": "n_threads", "context": "n_ctx", "max_tokens": "max_tokens"}
+"""Settings of the embedded engine (`[local]` in an agent file) and `LocalModel`'s names."""
+
+
+def resolve_model(
+    spec: str | None, *, base_url: str | None = None, local: Mapping[str, Any] | None = None
+) -> Model:
+    """The model a spec string names. A bad or unavailable spec is a `UserError`.
+
+    `local` holds settings of the embedded engine (`LOCAL_OPTIONS`); other models ignore
+    them, so one agent file runs on either.
+    """
     if spec is not None and (spec == "text" or spec.startswith("text:")):
         return _text_protocol(spec, base_url)
     if base_url is not None:
@@ -50,7 +64,8 @@ def resolve_model(spec: str | None, *, base_url: str | None = None) -> Model:
     if prefix == "local":
         from .local import LocalModel
 
-        return LocalModel(path=rest or None)
+        options = {LOCAL_OPTIONS[k]: v for k, v in (local or {}).items() if k in LOCAL_OPTIONS}
+        return LocalModel(path=rest or None, **options)
     if prefix in VENDORS:
         if not rest:
             raise UserError(f"name the model: {prefix}:MODEL")

@@ -115,11 +115,6 @@ class LocalModel:
         path = self.path if self.path is not None else embedded_model_path(self.embedded or "")
         return engine_for(path, n_ctx=self.n_ctx, n_threads=self.n_threads)
 
-    @property
-    def context_window(self) -> int:
-        """The engine's context in tokens: what the context builder budgets for."""
-        return self.n_ctx
-
     @repairs_text
     async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
         try:
