@@ -19,9 +19,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The weather + reminder agent on the embedded model, in a session stored in SQLite. It
-# ends within its guards whatever the small model does and says how (exit 2 = misuse
-# fails the target; a guard stop does not). `make demo-scripted` runs a scripted model.
+# The weather + reminder agent on the embedded model, in a session stored in SQLite: it
+# looks up the user's date, sets the reminder and answers. Whatever a model does, a run
+# ends within its guards and says how (exit 2 = misuse fails the target; a guard stop
+# does not). `make demo-scripted` runs a scripted model.
 DEMO_DB ?= sqlite:///.pi/demo.db
 demo: $(STAMP)
 	@id=weather-$$(date +%s); \

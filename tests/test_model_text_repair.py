@@ -312,6 +312,7 @@ class _FakeEngine:
     """Stands for llama.cpp: writes the reply's text in the pieces given."""
 
     label = "local:fake"
+    chat_template = None  # the transcript path: replies are JSON objects
 
     def __init__(self, *pieces: str) -> None:
         self.pieces = pieces
