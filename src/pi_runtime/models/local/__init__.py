@@ -149,7 +149,8 @@ class LocalModel:
         self, engine: Engine, request: ModelRequest
     ) -> AsyncIterator[StreamEvent]:
         """A reply in the model's chat format; calls that restate ones already answered
-        since the user spoke are dropped, and when none is left the model answers."""
+        since the user spoke are dropped, and of the rest only the first is kept. When
+        none is left, the model answers instead."""
         from .engine import chat_reply_grammar
 
         prompt = self._chat_prompt(engine, request.system, request.messages, request.tools)
@@ -160,7 +161,9 @@ class LocalModel:
             yield event
         calls = parser.calls(cut=done[0].cut)
         answered = answered_calls(request.messages)
-        keep = [c for c in calls if c.truncated or call_key(c) not in answered]
+        # One new call at a time: what a small model writes after it is a guess made
+        # before the first result came back (a reminder before the weather is known).
+        keep = [c for c in calls if c.truncated or call_key(c) not in answered][:1]
         if calls and not keep and request.tool_choice == "auto":
             parser = ChatReplyParser(call_id=_call_id(request), tool_names=_names(request))
             grammar = chat_reply_grammar(request.tools, "none", one_paragraph=True)

@@ -184,8 +184,8 @@ def chat_grammar(
     come in the tags the template teaches, in a JSON code fence, or bare: small models
     write all three, and each means the same call. `auto` allows a call or an answer,
     `required` and a tool name only a call, `none` only an answer. An answer starts with
-    a letter (of any script), so it is never a call gone wrong; `one_paragraph` ends it
-    at its first line break (a small coder model drifts into code after its answer).
+    a letter (of any script), so it is never a call gone wrong, and has no blank line;
+    `one_paragraph` ends it at its first line break.
     """
     if choice not in ("auto", "required", "none") and all(t.name != choice for t in tools):
         raise ModelError(f"tool choice {choice!r} names a tool that is not offered")
@@ -196,7 +196,8 @@ def chat_grammar(
         + ' ("\\n" call' * (MAX_CALLS - 1)
         + ")?" * (MAX_CALLS - 1)
     )
-    rest = "[^\\x00\\n]*" if one_paragraph else "[^\\x00]*"
+    # Without blank lines: a small coder model drifts into code after a blank line.
+    rest = '[^\\x00\\n]*' if one_paragraph else '[^\\x00\\n]* ("\\n" [^\\x00\\n]+)*'
     answer = f"answer ::= [a-zA-Z\\u0080-\\U0010FFFF] {rest}"
     if choice == "none" or not tools:
         return f"root ::= answer\n{answer}\n"
