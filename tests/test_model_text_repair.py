@@ -312,6 +312,7 @@ class _FakeEngine:
     """Stands for llama.cpp: writes the reply's text in the pieces given."""
 
     label = "local:fake"
+    chat_template = None  # a model without one: its replies are the transcript's JSON
 
     def __init__(self, *pieces: str) -> None:
         self.pieces = pieces
