@@ -67,8 +67,8 @@ def _defang_all(value: Any, specials: Sequence[str]) -> Any:
         return defang(value, specials)
     if isinstance(value, list):
         return [_defang_all(v, specials) for v in value]
-    if isinstance(value, dict):
-        return {k: _defang_all(v, specials) for k, v in value.items()}
+    if isinstance(value, dict):  # keys too: argument names come from the model
+        return {_defang_all(k, specials): _defang_all(v, specials) for k, v in value.items()}
     return value
 
 
@@ -112,7 +112,7 @@ def render_chat(
             eos_token=eos_token,
             raise_exception=raise_exception,
         )
-    except TemplateError as exc:
+    except Exception as exc:  # jinja's errors, and Python's raised by the template's code
         raise ModelError(f"the local model's chat template failed: {exc}") from exc
     return rendered
 
