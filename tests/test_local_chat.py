@@ -296,8 +296,9 @@ def test_a_tool_choice_naming_no_offered_tool_is_a_model_error() -> None:
         chat_grammar(CALL_JSON, DEFINITIONS, "delete_everything")
 
 
-def test_a_one_paragraph_answer_ends_at_its_first_line_break() -> None:
-    assert rules(chat_grammar("", DEFINITIONS, "none"))["answer"].endswith("[^\\x00]*")
+def test_an_answer_has_no_blank_line_and_one_paragraph_no_line_break() -> None:
+    lines = rules(chat_grammar("", DEFINITIONS, "none"))["answer"]
+    assert lines.endswith('[^\\x00\\n]* ("\\n" [^\\x00\\n]+)*')
     one = rules(chat_grammar("", DEFINITIONS, "none", one_paragraph=True))["answer"]
     assert one.endswith("[^\\x00\\n]*")
 
