@@ -154,8 +154,9 @@ class LocalModel:
         from .engine import chat_reply_grammar
 
         prompt = self._chat_prompt(engine, request.system, request.messages, request.tools)
-        grammar = chat_reply_grammar(request.tools, request.tool_choice)
-        parser = ChatReplyParser(call_id=_call_id(request), tool_names=_names(request))
+        output = request.output.schema if request.output is not None else None
+        grammar = chat_reply_grammar(request.tools, request.tool_choice, output=output)
+        parser = self._chat_parser(request)
         done: list[Decoded] = []
         async for event in self._decode(engine, prompt, grammar, parser, request, done):
             yield event
@@ -165,8 +166,8 @@ class LocalModel:
         # before the first result came back (a reminder before the weather is known).
         keep = [c for c in calls if c.truncated or call_key(c) not in answered][:1]
         if calls and not keep and request.tool_choice == "auto":
-            parser = ChatReplyParser(call_id=_call_id(request), tool_names=_names(request))
-            grammar = chat_reply_grammar(request.tools, "none", one_paragraph=True)
+            parser = self._chat_parser(request)
+            grammar = chat_reply_grammar(request.tools, "none", one_paragraph=True, output=output)
             flat = answer_messages(request.messages)
             role = request.system.strip().split("\n\n", 1)[0]  # the rules are for calling
             prompt = self._chat_prompt(engine, role, flat, ())
@@ -181,6 +182,13 @@ class LocalModel:
             yield ToolCallDelta(index=index, id=call.id, name=call.name)
             yield ToolCallDelta(index=index, arguments_delta=call.raw)
         yield ResponseDone(response=response)
+
+    def _chat_parser(self, request: ModelRequest) -> ChatReplyParser:
+        return ChatReplyParser(
+            call_id=_call_id(request),
+            tool_names=_names(request),
+            json_answer=request.output is not None,
+        )
 
     def _chat_prompt(
         self,

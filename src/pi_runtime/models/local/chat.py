@@ -42,6 +42,7 @@ __all__ = [
     "call_schema",
     "chat_grammar",
     "defang",
+    "json_answer_rules",
     "render_chat",
 ]
 
@@ -177,33 +178,60 @@ def chat_grammar(
     choice: ToolChoice,
     *,
     one_paragraph: bool = False,
+    json_answer: bool = False,
 ) -> str:
-    """The reply grammar: one tool call (its JSON from `call_grammar`) or an answer.
+    """The reply grammar: tool calls (their JSON from `call_grammar`) or an answer.
 
-    `call_grammar` is a GBNF grammar whose root is the call's JSON object. The call may
+    `call_grammar` is a GBNF grammar whose root is a call's JSON object. A call may
     come in the tags the template teaches, in a JSON code fence, or bare: small models
-    write all three, and each means the same call. `auto` allows a call or an answer,
-    `required` and a tool name only a call, `none` only an answer. An answer starts with
+    write all three, and each means the same call. `auto` allows calls or an answer,
+    `required` and a tool name only calls, `none` only an answer. An answer starts with
     a letter (of any script), so it is never a call gone wrong, and has no blank line;
     `one_paragraph` ends it at its first line break.
+
+    `json_answer`: the answer is the output contract's JSON object, and `call_grammar`
+    (from `json_answer_rules`) already defines both `call-json` and `answer-json`; a
+    call then needs its tags or a fence, since a bare object is the answer.
     """
     if choice not in ("auto", "required", "none") and all(t.name != choice for t in tools):
         raise ModelError(f"tool choice {choice!r} names a tool that is not offered")
+    bare = "" if json_answer else " | call-json"
     forms = (
         f'call ::= "{CALL_OPEN}\\n" call-json "\\n{CALL_CLOSE}" '
-        '| "```json\\n" call-json "\\n```" | call-json\n'
+        f'| "```json\\n" call-json "\\n```"{bare}\n'
         + "calls ::= call"
         + ' ("\\n" call' * (MAX_CALLS - 1)
         + ")?" * (MAX_CALLS - 1)
     )
     # Without blank lines: a small coder model drifts into code after a blank line.
-    rest = '[^\\x00\\n]*' if one_paragraph else '[^\\x00\\n]* ("\\n" [^\\x00\\n]+)*'
-    answer = f"answer ::= [a-zA-Z\\u0080-\\U0010FFFF] {rest}"
+    rest = "[^\\x00\\n]*" if one_paragraph else '[^\\x00\\n]* ("\\n" [^\\x00\\n]+)*'
+    answer = (
+        "answer ::= answer-json"
+        if json_answer
+        else f"answer ::= [a-zA-Z\\u0080-\\U0010FFFF] {rest}"
+    )
     if choice == "none" or not tools:
-        return f"root ::= answer\n{answer}\n"
-    body = _rename_root(call_grammar, "call-json")
+        rules = call_grammar if json_answer else ""
+        return f"root ::= answer\n{answer}\n{rules}"
+    body = call_grammar if json_answer else _rename_root(call_grammar, "call-json")
     root = "root ::= calls | answer" if choice == "auto" else "root ::= calls"
     return f"{root}\n{forms}\n{answer}\n{body}"
+
+
+def json_answer_rules(reply_grammar: str, *, with_calls: bool) -> str:
+    """Rules naming `call-json` and `answer-json` in a grammar converted from the schema
+    `{"oneOf": [calls, answer]}` (`with_calls`) or from the answer's schema alone.
+
+    Converted together, the two share helper rules (`string`, `space`) without clashing;
+    the converter names the branches `alternative-0` and `alternative-1`.
+    """
+    rules = reply_grammar.rstrip("\n") + "\n"
+    if not with_calls:
+        return _rename_root(rules, "answer-json")
+    return (
+        _rename_root(rules, "reply-json")
+        + "call-json ::= alternative-0\nanswer-json ::= alternative-1\n"
+    )
 
 
 def _rename_root(grammar: str, name: str) -> str:

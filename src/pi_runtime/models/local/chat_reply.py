@@ -38,8 +38,12 @@ _HEAD = re.compile(r'\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:
 class ChatReplyParser:
     """Feeds on the reply's text pieces; `response` gives the finished reply."""
 
-    def __init__(self, *, call_id: str, tool_names: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, *, call_id: str, tool_names: tuple[str, ...] = (), json_answer: bool = False
+    ) -> None:
         self.call_id = call_id
+        # With a JSON answer, a bare object is the answer: calls come tagged or fenced.
+        self.call_starts = _CALL_STARTS[:2] if json_answer else _CALL_STARTS
         self.tool_names = tool_names
         self.text = ""
         self.kind: str | None = None  # "call" or "answer", once the start tells
@@ -50,9 +54,9 @@ class ChatReplyParser:
         self.text += piece
         if self.kind is None:
             start = self.text.lstrip()
-            if start.startswith(_CALL_STARTS):
+            if start.startswith(self.call_starts):
                 self.kind = "call"
-            elif start and not any(s.startswith(start) for s in _CALL_STARTS):
+            elif start and not any(s.startswith(start) for s in self.call_starts):
                 self.kind = "answer"
         return self.flush(cut=False) if self.kind == "answer" else []
 

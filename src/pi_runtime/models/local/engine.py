@@ -26,7 +26,7 @@ import numpy as np
 
 from ...exceptions import ModelError
 from ..base import ToolChoice, ToolDefinition
-from .chat import CALL_CLOSE, CALL_OPEN, call_schema, chat_grammar
+from .chat import CALL_CLOSE, CALL_OPEN, call_schema, chat_grammar, json_answer_rules
 from .prompt import inline_refs, reply_schema
 
 __all__ = [
@@ -68,28 +68,40 @@ def reply_grammar(tools: Sequence[ToolDefinition], choice: ToolChoice) -> str:
 
 
 def chat_reply_grammar(
-    tools: Sequence[ToolDefinition], choice: ToolChoice, *, one_paragraph: bool = False
+    tools: Sequence[ToolDefinition],
+    choice: ToolChoice,
+    *,
+    one_paragraph: bool = False,
+    output: dict[str, Any] | None = None,
 ) -> str:
-    """The grammar of a reply in the chat format (see `chat.chat_grammar`)."""
+    """The grammar of a reply in the chat format (see `chat.chat_grammar`); with an
+    `output` schema, the answer is a JSON object matching it."""
     offered = [t for t in tools if choice in ("auto", "required", "none") or t.name == choice]
-    if not offered or choice == "none":
+    calls = call_schema(_usable(offered)) if offered and choice != "none" else None
+    if output is not None:
+        answer = _usable_schema(output)
+        schema = answer if calls is None else {"oneOf": [calls, answer]}
+        rules = json_answer_rules(grammar_from_schema(schema), with_calls=calls is not None)
+        return chat_grammar(rules, tools, choice, json_answer=True)
+    if calls is None:
         return chat_grammar("", tools, choice, one_paragraph=one_paragraph)
-    calls = grammar_from_schema(call_schema(_usable(offered)))
-    return chat_grammar(calls, tools, choice, one_paragraph=one_paragraph)
+    return chat_grammar(grammar_from_schema(calls), tools, choice, one_paragraph=one_paragraph)
+
+
+def _usable_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` with local `$ref`s inlined, or any JSON object where the converter fails."""
+    inlined = inline_refs(schema)
+    try:
+        grammar_from_schema(inlined)
+    except Exception:  # the converter fails by assertion on what it cannot express
+        return {"type": "object"}
+    return inlined
 
 
 def _usable(tools: Sequence[ToolDefinition]) -> list[ToolDefinition]:
     """`tools` with local `$ref`s inlined, and any JSON object as the arguments of a tool
     whose schema uses what the converter cannot express (`not`, a dangling `$ref`)."""
-    usable = []
-    for definition in tools:
-        parameters = inline_refs(definition.parameters)
-        try:
-            grammar_from_schema(parameters)
-        except Exception:  # the converter fails by assertion on what it cannot express
-            parameters = {"type": "object"}
-        usable.append(replace(definition, parameters=parameters))
-    return usable
+    return [replace(d, parameters=_usable_schema(d.parameters)) for d in tools]
 
 
 def grammar_from_schema(schema: dict[str, Any]) -> str:
