@@ -16,21 +16,13 @@ from ..messages.canonical import action_hash
 from ..models import (
     Model,
     ModelRequest,
-    ModelResponse,
     ModelSettings,
     OutputFormat,
-    ResponseDone,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
     ToolDefinition,
-    repair_response,
-    stream_is_repaired,
 )
 from ..observe import (
     ContractChecked,
     Event,
-    ModelDelta,
     ModelErrorEvent,
     ModelRequested,
     ModelResponded,
@@ -39,6 +31,7 @@ from ..observe import (
 from ..tools import Gate, ToolOutcome, ToolSpec, backoff
 from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
+from .answer import read_answer
 from .breakers import screen
 from .guards import Limits
 from .state import RunState
@@ -220,7 +213,9 @@ class Driver:
             began = time.perf_counter()
             try:
                 try:
-                    response, first_tool_at = await self._stream(request)
+                    response, first_tool_at = await read_answer(
+                        self.model, request, live=self.live, started=self.started
+                    )
                 except TimeoutError as exc:
                     # the adapter's own timeout (the run's clock arrives as a cancellation)
                     raise ModelError(f"model call timed out: {exc}", transient=True) from exc
@@ -297,45 +292,6 @@ class Driver:
         if not counted:
             return usage, "provider"
         return replace(usage, input_tokens=input_tokens, output_tokens=output_tokens), "counted"
-
-    async def _stream(self, request: ModelRequest) -> tuple[ModelResponse, float | None]:
-        first_tool_at: float | None = None
-        live = self.live
-        stream = self.model.stream(request)
-        try:
-            async for event in stream:
-                if isinstance(event, ResponseDone):
-                    # any Model's answer, a user's own included, enters the run as writable
-                    # text; Pi's own models have repaired theirs already
-                    response = event.response
-                    if not stream_is_repaired(self.model):
-                        response = repair_response(response)
-                    if first_tool_at is None and response.tool_calls:
-                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                    return response, first_tool_at
-                if isinstance(event, ToolCallDelta):
-                    if first_tool_at is None:
-                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                    if live is not None:
-                        live(
-                            ModelDelta(
-                                turn=request.step,
-                                delta=event.arguments_delta or (event.name or ""),
-                                channel="tool_call",
-                            )
-                        )
-                elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
-                    if isinstance(event, TextDelta):
-                        live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
-                    else:
-                        live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
-        finally:
-            # closed here, not by the garbage collector: its finaliser hook would wake the
-            # event loop through its self-pipe, a system call and a loop pass per model call
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
-        raise ModelError(f"model {self.model.name!r} ended its stream without a response")
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
-from ._deltas import stream_response
+from ._deltas import replays_complete, stream_response
 from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
 from .scripted import ScriptStep, step_response
@@ -59,3 +59,4 @@ class FunctionModel:
 
 # stream yields the deltas of what complete returns, and complete repairs it
 trust_stream(FunctionModel.stream, FunctionModel.complete)
+replays_complete(FunctionModel.stream)

@@ -1,0 +1,78 @@
+"""Reading one model answer: deltas passed on live, the final response made writable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from ..exceptions import ModelError
+from ..models import (
+    Model,
+    ModelRequest,
+    ModelResponse,
+    ResponseDone,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    repair_response,
+    stream_is_repaired,
+    stream_replays_complete,
+)
+from ..observe import Event, ModelDelta
+
+
+async def read_answer(
+    model: Model, request: ModelRequest, *, live: Callable[[Event], None] | None, started: float
+) -> tuple[ModelResponse, float | None]:
+    """The model's response to `request`, and when its first tool call began (ms since
+    `started`, None without one). Deltas go to `live` as they arrive."""
+    if live is None and stream_replays_complete(model):
+        # nobody watches the deltas and the stream would only replay this very answer:
+        # the same response at the same moment, without a generator and its delta objects
+        response = await model.complete(request)
+        return _finished(model, response, None, started)
+    first_tool_at: float | None = None
+    stream = model.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, ResponseDone):
+                return _finished(model, event.response, first_tool_at, started)
+            if isinstance(event, ToolCallDelta):
+                if first_tool_at is None:
+                    first_tool_at = _ms_since(started)
+                if live is not None:
+                    live(
+                        ModelDelta(
+                            turn=request.step,
+                            delta=event.arguments_delta or (event.name or ""),
+                            channel="tool_call",
+                        )
+                    )
+            elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
+                if isinstance(event, TextDelta):
+                    live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
+                else:
+                    live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
+    finally:
+        # closed here, not by the garbage collector: its finaliser hook would wake the
+        # event loop through its self-pipe, a system call and a loop pass per model call
+        close = getattr(stream, "aclose", None)
+        if close is not None:
+            await close()
+    raise ModelError(f"model {model.name!r} ended its stream without a response")
+
+
+def _finished(
+    model: Model, response: ModelResponse, first_tool_at: float | None, started: float
+) -> tuple[ModelResponse, float | None]:
+    # any Model's answer, a user's own included, enters the run as writable text; Pi's
+    # own models have repaired theirs already
+    if not stream_is_repaired(model):
+        response = repair_response(response)
+    if first_tool_at is None and response.tool_calls:
+        first_tool_at = _ms_since(started)
+    return response, first_tool_at
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
