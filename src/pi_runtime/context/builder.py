@@ -177,6 +177,7 @@ class ContextBuilder:
         self._fixed: dict[str, int] = {}
         self._summaries: dict[int, str] = {}
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
+        self._anchored: tuple[Message, str, UserMessage] | None = None
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
@@ -242,14 +243,21 @@ class ContextBuilder:
         context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)
         out = list(messages)
         if anchor >= 0 and runtime:
-            user = messages[anchor]
-            assert isinstance(user, UserMessage)
-            out[anchor] = replace(user, content=f"{runtime}\n\n{user.content}")
+            out[anchor] = self._with_runtime(messages[anchor], runtime)
         if context_tokens <= available:
             return BuiltContext(
                 messages=tuple(out), layers=layers | {"context": context_tokens}, anchor=anchor
             )
         return await self._compress(out, counts, anchor, available, layers)
+
+    def _with_runtime(self, user: Message, runtime: str) -> UserMessage:
+        # the same question with the same block every turn of a run: prefixed once
+        if self._anchored is not None and self._anchored[:2] == (user, runtime):
+            return self._anchored[2]
+        assert isinstance(user, UserMessage)
+        anchored = replace(user, content=f"{runtime}\n\n{user.content}")
+        self._anchored = (user, runtime, anchored)
+        return anchored
 
     async def _compress(
         self,

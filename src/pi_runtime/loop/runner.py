@@ -31,7 +31,7 @@ from ..observe import (
 from ..tools import Gate, ToolOutcome, ToolSpec, backoff
 from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
-from .answer import read_answer
+from .answer import AnswerReader
 from .breakers import screen
 from .guards import Limits
 from .state import RunState
@@ -62,6 +62,7 @@ class Driver:
     retriever: ToolRetriever | None = None
     specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
+    reader: AnswerReader = field(init=False)
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""
 
@@ -73,6 +74,7 @@ class Driver:
         """
         loop = asyncio.get_running_loop()
         self.started = time.perf_counter()
+        self.reader = AnswerReader(self.model, self.live)
         clock = self.limits.wall_clock_s
         deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
         try:
@@ -213,9 +215,7 @@ class Driver:
             began = time.perf_counter()
             try:
                 try:
-                    response, first_tool_at = await read_answer(
-                        self.model, request, live=self.live, started=self.started
-                    )
+                    response, first_tool_at = await self.reader.read(request, self.started)
                 except TimeoutError as exc:
                     # the adapter's own timeout (the run's clock arrives as a cancellation)
                     raise ModelError(f"model call timed out: {exc}", transient=True) from exc

@@ -45,7 +45,9 @@ class TraceWriter:
     def write(self, event: Event) -> None:
         if self._file is None:
             return
-        t_ms = round((time.perf_counter() - self._t0) * 1000, 3)
+        # ms to three places, as whole µs over 1000: `round(x, 3)` goes through a decimal
+        # string and costs three times as much, on every event
+        t_ms = round((time.perf_counter() - self._t0) * 1e6) / 1000
         try:
             line = event_to_json(event)
         except ValueError as exc:

@@ -63,7 +63,8 @@ def event_to_json(event: Event) -> bytes:
             data = _dump(repair_fields(event))
         except PydanticSerializationError as again:
             raise ValueError(f"cannot write a {event.kind} event: {again}") from again
-    if b"\xe2\x80" in data or b"\xc2\x85" in data:
+    # `isascii` first: most lines are ASCII, and it is ten times cheaper than a search
+    if not data.isascii() and (b"\xe2\x80" in data or b"\xc2\x85" in data):
         for raw, escaped in _LINE_BREAKS:
             data = data.replace(raw, escaped)
     return data
