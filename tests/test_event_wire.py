@@ -62,6 +62,7 @@ ONE_OF_EACH: list[Event] = [
     MessageAppended(
         index=2, message=ToolResultMessage(tool_call_id="c1", name="noop", content="1")
     ),
+    MessageAppended(index=3, message=ANSWER),
     ModelRequested(turn=1, step=1, message_count=1, tool_choice="auto", tools=("noop",)),
     ModelResponded(turn=1, step=1, message=ANSWER, raw={"id": "x"}, latency_ms=0.25),
     ModelErrorEvent(turn=1, step=1, message="busy", transient=True, attempt=1, retry_in_ms=5.0),
