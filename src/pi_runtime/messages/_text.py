@@ -22,7 +22,7 @@ _Record = TypeVar("_Record", bound="DataclassInstance")
 
 def has_surrogates(text: str) -> bool:
     """Whether `text` holds any UTF-16 surrogate code point (paired or not)."""
-    return _SURROGATE.search(text) is not None
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def repair_text(text: str) -> str:
