@@ -174,7 +174,7 @@ class ContextBuilder:
         self._counts: list[int] = []
         self._seen: list[Message] = []
         self._sums: list[int] = [0]  # prefix sums of _counts: any total is O(1)
-        self._fixed: dict[str, int] = {}
+        self._fixed: dict[tuple[str, str], int] = {}
         self._summaries: dict[int, str] = {}
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
         self._anchored: tuple[Message, str, UserMessage] | None = None
@@ -208,10 +208,14 @@ class ContextBuilder:
         self._tools = (tools, text)
         return text
 
-    def _fixed_count(self, key: str, text: str) -> int:
-        if key not in self._fixed:
-            self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
-        return self._fixed[key]
+    def _fixed_count(self, layer: str, text: str) -> int:
+        # keyed by (layer, text), not by their concatenation: a new string every turn
+        # would be hashed whole, prompt and tool schemas included
+        key = (layer, text)
+        count = self._fixed.get(key)
+        if count is None:
+            count = self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
+        return count
 
     async def build(
         self,
@@ -230,14 +234,10 @@ class ContextBuilder:
         counts = self.count(messages)
         tools_text = self._tools_text(tools)
         layers = {
-            "system": self._fixed_count("system:" + system, system),
-            "tools": self._fixed_count("tools:" + tools_text, tools_text) if tools else 0,
+            "system": self._fixed_count("system", system),
+            "tools": self._fixed_count("tools", tools_text) if tools else 0,
             "user": (counts[anchor] if anchor >= 0 else 0)
-            + (
-                self._fixed_count("runtime:" + runtime, runtime) - MESSAGE_OVERHEAD
-                if runtime
-                else 0
-            ),
+            + (self._fixed_count("runtime", runtime) - MESSAGE_OVERHEAD if runtime else 0),
         }
         available = self.budget.context_window - self.budget.output_reserve - sum(layers.values())
         context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)

@@ -119,6 +119,8 @@ def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
     if times >= limits.loop_threshold:
         return f"the same call was made {times} times in the last {len(window)} calls"
     for period in range(2, len(window) // 2 + 1):
+        if window[-1] != window[-1 - period]:
+            continue  # no cycle of this period ends here: spared two slices a period
         tail = window[-2 * period :]
         if tail[:period] == tail[period:] and len(set(tail[:period])) > 1:
             return f"a cycle of {period} calls repeated back to back"
