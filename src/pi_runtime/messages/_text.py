@@ -114,7 +114,7 @@ def _repair_field(value: Any) -> Any:
     # the common cases first: the run repairs every model answer, mostly clean
     kind = type(value)
     if kind is str:
-        return repair_text(value)
+        return value if value.isascii() else repair_text(value)
     if kind in _PLAIN:
         return value
     if kind is dict or kind is list:  # tool arguments: no dataclass check needed

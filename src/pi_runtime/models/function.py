@@ -40,7 +40,8 @@ class FunctionModel:
         if self.keep_calls:
             self.calls.append(copy.deepcopy(request))
         result = self.function(request)
-        if inspect.isawaitable(result):
+        # a plain answer first: `isawaitable` asks an ABC, which costs more than the check
+        if not isinstance(result, ModelResponse | dict) and inspect.isawaitable(result):
             result = await result
         if not isinstance(result, ModelResponse):
             result = step_response(ScriptStep.model_validate(result), request.step, self.name)
