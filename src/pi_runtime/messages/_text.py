@@ -99,6 +99,9 @@ def repair_fields(record: _Record) -> _Record:
     changes: dict[str, Any] = {}
     for name in names:
         value = getattr(record, name)
+        kind = type(value)
+        if kind in _PLAIN or (kind is str and value.isascii()):
+            continue  # most fields of a clean answer, without a call each
         fixed = _repair_field(value)
         if fixed is not value:
             changes[name] = fixed
@@ -107,7 +110,7 @@ def repair_fields(record: _Record) -> _Record:
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 """Field names per dataclass: every model answer is repaired, so `fields()` is looked up once."""
-_PLAIN = (type(None), bool, int, float)
+_PLAIN = frozenset({type(None), bool, int, float})
 
 
 def _repair_field(value: Any) -> Any:
