@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..messages import TextBlock, Usage
-from .events import Event, ModelErrorEvent, ModelResponded, ToolResult
+from ..messages import Block, TextBlock
+from .events import Event
 
 
 def compute_metrics(
@@ -24,15 +24,20 @@ def compute_metrics(
     first_tool_ms: float | None = None
     calling = mixed = model_calls = tool_calls = truncated = 0
     model_errors = 0
-    usage = Usage()
+    input_tokens = output_tokens = cached_tokens = 0
     errors: Counter[str] = Counter()
+    # one pass over every event of the run, most of which count for nothing here: the
+    # kind is compared first, the rest of the work is done for the few that count
     for event in events:
-        if isinstance(event, ModelResponded):
+        if event.kind == "model_response":
             model_calls += 1
             message = event.message
-            usage = usage + message.usage
+            usage = message.usage
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+            cached_tokens += usage.cached_tokens
             calls = message.tool_calls
-            text = "".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+            text = _visible_text(message.content)
             if first_tool_ms is None:
                 if text:
                     text_before += count_tokens(text)
@@ -42,11 +47,11 @@ def compute_metrics(
                 calling += 1
                 mixed += bool(text)
                 truncated += sum(1 for c in calls if c.truncated)
-        elif isinstance(event, ToolResult):
+        elif event.kind == "tool_result":
             tool_calls += 1
             if event.is_error and event.error_kind:
                 errors[event.error_kind] += 1
-        elif isinstance(event, ModelErrorEvent):
+        elif event.kind == "model_error":
             model_errors += 1
     if first_tool_ms is None:
         text_before = 0
@@ -60,8 +65,14 @@ def compute_metrics(
         "tool_calls": tool_calls,
         "tool_errors": sum(errors.values()),
         "errors_by_kind": dict(sorted(errors.items())),
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_tokens": usage.cached_tokens,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_tokens": cached_tokens,
         "wall_ms": round(wall_ms, 3),
     }
+
+
+def _visible_text(content: tuple[Block, ...]) -> str:
+    if len(content) == 1 and not isinstance(content[0], TextBlock):
+        return ""  # a lone tool call, the usual answer mid-run
+    return "".join(b.text for b in content if isinstance(b, TextBlock)).strip()
