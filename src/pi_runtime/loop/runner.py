@@ -81,28 +81,35 @@ class Driver:
             # one clock for the whole run, not one per transition: entering a timeout
             # costs a timer each time, and the deadline is the same for every transition
             async with asyncio.timeout_at(deadline):
-                while self.state.phase != "done":
-                    self.state = await self._advance(self.state)
+                while (phase := self.state.phase) != "done":
+                    # only THINK and ACT wait (for the model, for tools): OBSERVE and
+                    # REFLECT are plain calls, not a coroutine each per turn
+                    if phase == "think":
+                        self.state = await self._think(self.state)
+                    elif phase == "act":
+                        self.state = await self._act(self.state)
+                    else:
+                        self.state = self._settle(self.state)
         except TimeoutError:
             self.state = self._apply(
                 t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
             )
         return self.state
 
-    async def _advance(self, state: RunState) -> RunState:
+    def _settle(self, state: RunState) -> RunState:
+        """OBSERVE or REFLECT: transitions with no effect to wait for."""
         if state.phase == "observe":
             return self._apply(t.observe(state))
-        if state.phase == "think":
-            return await self._think(state)
-        if state.phase == "act":
-            assert state.response is not None
-            calls = state.response.tool_calls
-            # hashed once here for both the breakers and ACT's loop detection
-            digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
-            outcomes = await self._run_tools(state, calls, digests)
-            return self._apply(t.act(state, outcomes, digests))
         elapsed = time.perf_counter() - self.started + self.request_elapsed_s
         return self._apply(t.reflect(state, self.limits, elapsed))
+
+    async def _act(self, state: RunState) -> RunState:
+        assert state.response is not None
+        calls = state.response.tool_calls
+        # hashed once here for both the breakers and ACT's loop detection
+        digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
+        outcomes = await self._run_tools(state, calls, digests)
+        return self._apply(t.act(state, outcomes, digests))
 
     async def _run_tools(
         self, state: RunState, calls: tuple[ToolCall, ...], digests: tuple[str, ...]
@@ -119,10 +126,9 @@ class Driver:
         ran = iter(await self.gate.run_all(allowed) if allowed else ())
         return tuple(r if r is not None else next(ran) for r in refused)
 
-    async def _offer(self, state: RunState) -> tuple[ToolDefinition, ...]:
-        """The tools this call offers: all of them, or what retrieval selected."""
-        if self.retriever is None or not self.specs:
-            return self.tools
+    async def _select(self, state: RunState) -> tuple[ToolDefinition, ...]:
+        """The tools retrieval selected for this call."""
+        assert self.retriever is not None
         query = retrieval_query(state.messages)
         selection = await asyncio.to_thread(self.retriever.select, query, self.specs)
         self.emit(
@@ -138,7 +144,10 @@ class Driver:
         return tuple(d for d in self.tools if d.name in chosen)
 
     async def _think(self, state: RunState) -> RunState:
-        tools = await self._offer(state)
+        # all the tools, or what retrieval selected
+        tools = (
+            self.tools if self.retriever is None or not self.specs else await self._select(state)
+        )
         built = await self.builder.build(
             system=self.system,
             tools=tools,
