@@ -122,6 +122,8 @@ class Driver:
             made=state.tool_calls,
             previous=state.actions[-1] if state.actions else None,
         )
+        if not any(refused):  # the usual case: the gate runs them all, in order
+            return await self.gate.run_all(calls)
         allowed = [c for c, r in zip(calls, refused, strict=True) if r is None]
         ran = iter(await self.gate.run_all(allowed) if allowed else ())
         return tuple(r if r is not None else next(ran) for r in refused)

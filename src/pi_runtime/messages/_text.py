@@ -122,7 +122,9 @@ def _repair_field(value: Any) -> Any:
         return value
     if kind is dict or kind is list:  # tool arguments: no dataclass check needed
         return repair_value(value)
-    if kind in _FIELD_NAMES or (is_dataclass(value) and not isinstance(value, type)):
+    if kind in _FIELD_NAMES or (
+        kind is not tuple and is_dataclass(value) and not isinstance(value, type)
+    ):
         return repair_fields(value)
     if isinstance(value, tuple):
         for index, item in enumerate(value):
