@@ -112,6 +112,22 @@ def test_an_event_is_written_as_the_union_adapter_writes_it(event: Event) -> Non
     assert event_to_json(event) == written.replace("\u2028".encode(), b"\\u2028")
 
 
+def test_an_answer_written_in_its_response_and_its_message_lines_is_the_same_in_both() -> None:
+    # the second line reuses the message's JSON from the first; the next message is new
+    union = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+    later = AssistantMessage(content=(TextBlock(text="done"),))
+    events: list[Event] = [
+        ModelResponded(turn=2, step=3, message=ANSWER, raw=None, latency_ms=1.5),
+        MessageAppended(index=4, message=ANSWER),
+        MessageAppended(index=5, message=later),
+        ModelResponded(turn=3, step=4, message=later, raw={"id": "y"}, latency_ms=2.0),
+    ]
+
+    for event in events:
+        written = union.dump_json(event, fallback=str, warnings=False)
+        assert event_to_json(event) == written.replace("\u2028".encode(), b"\\u2028")
+
+
 def test_a_trace_line_is_byte_for_byte_the_line_written_before_the_adapter() -> None:
     # The line the hand-rolled writer produced for this event, kept verbatim.
     before = (

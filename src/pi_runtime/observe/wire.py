@@ -19,7 +19,7 @@ from pydantic import Discriminator, TypeAdapter
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from ..messages import Message, repair_fields
-from .events import Event, MessageAppended
+from .events import Event, MessageAppended, ModelResponded
 
 _EVENT = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
 _BY_CLASS: dict[type, SchemaSerializer] = {
@@ -41,18 +41,48 @@ _LINE_BREAKS = (
 _MESSAGES: dict[type, SchemaSerializer] = {
     kind: TypeAdapter(kind).serializer for kind in get_args(Message)
 }
+_RESPONSE_HEAD: set[str] = {"kind", "turn", "step", "message"}
+"""What a model response line holds before its raw payload: written by hand around the
+message, the rest by the class's serializer."""
+
+_last: tuple[object, bytes] = (None, b"")
+"""The last message written, and its JSON: a model's answer is written twice in a row,
+in its `model_response` line and in the `message` line that appends it."""
+
+
+def _message_json(message: Message) -> bytes | None:
+    """`message` as JSON through its own class's serializer (None: not a message)."""
+    global _last
+    if _last[0] is message:
+        return _last[1]
+    serializer = _MESSAGES.get(type(message))
+    if serializer is None:
+        return None
+    body = serializer.to_json(message, fallback=str, warnings=False)
+    _last = (message, body)
+    return body
 
 
 def _dump(event: Event) -> bytes:
+    # Through a union of classes pydantic goes by way of Python objects (~1.5 µs a
+    # message): a message is written by its own class's serializer and spliced in.
     # Values of unknown types (a provider's raw response object) are written as their str.
     if type(event) is MessageAppended and type(event.index) is int:
-        # two or three a turn. Through the union of message classes pydantic goes by way
-        # of Python objects (~1.5 µs); the message's own serializer writes the same bytes
-        message = event.message
-        serializer = _MESSAGES.get(type(message))
-        if serializer is not None:
-            body = serializer.to_json(message, fallback=str, warnings=False)
+        body = _message_json(event.message)
+        if body is not None:
             return b'{"kind":"message","index":%d,"message":%b}' % (event.index, body)
+    elif type(event) is ModelResponded and type(event.turn) is int and type(event.step) is int:
+        body = _message_json(event.message)
+        if body is not None:
+            tail = _BY_CLASS[ModelResponded].to_json(
+                event, exclude=_RESPONSE_HEAD, fallback=str, warnings=False
+            )
+            return b'{"kind":"model_response","turn":%d,"step":%d,"message":%b,%b' % (
+                event.turn,
+                event.step,
+                body,
+                tail[1:],
+            )
     serializer = _BY_CLASS.get(type(event), _EVENT.serializer)
     return serializer.to_json(event, fallback=str, warnings=False)
 
