@@ -275,3 +275,23 @@ def test_a_cancelled_run_writes_every_event_and_its_ending(tmp_path: Path) -> No
     events = read_trace(trace)
     assert "model_response" in [e["kind"] for e in events]
     assert (events[-1]["kind"], events[-1]["stop_reason"]) == ("run_finished", "cancelled")
+
+
+def test_a_lines_t_ms_is_spelled_as_the_float_of_its_microseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # whole ms and a table of decimals stand in for repr(µs / 1000): the same spelling
+    from pi_runtime.observe import trace
+
+    recorder = Recorder(tmp_path, "run")
+    writer = recorder.writer
+    assert writer is not None
+    microseconds = [0, 1, 10, 100, 500, 999, 1000, 1001, 12_340, 3_600_000_123, 86_400_000_000]
+    for us in microseconds:
+        monkeypatch.setattr(trace.time, "perf_counter", lambda us=us: writer._t0 + us / 1e6)
+        recorder.emit(GuardTriggered(guard="g", detail="d"))
+    recorder.close()
+
+    lines = (tmp_path / "run.jsonl").read_bytes().splitlines()
+    spelled = [line.rsplit(b'"t_ms":', 1)[1].rstrip(b"}") for line in lines]
+    assert spelled == [repr(round(us) / 1000).encode() for us in microseconds]
