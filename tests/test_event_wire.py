@@ -28,6 +28,7 @@ from pi_runtime.observe import (
     Event,
     GuardTriggered,
     JobStarted,
+    LoopPhase,
     MessageAppended,
     ModelDelta,
     ModelErrorEvent,
@@ -295,3 +296,15 @@ def test_a_lines_t_ms_is_spelled_as_the_float_of_its_microseconds(
     lines = (tmp_path / "run.jsonl").read_bytes().splitlines()
     spelled = [line.rsplit(b'"t_ms":', 1)[1].rstrip(b"}") for line in lines]
     assert spelled == [repr(round(us) / 1000).encode() for us in microseconds]
+
+
+def test_every_transition_line_is_the_union_adapters() -> None:
+    # transitions are written as a format, four a turn: the same bytes as pydantic's
+    union = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+    phases = typing.get_args(LoopPhase)
+
+    for source in phases:
+        for target in phases:
+            for step in (0, 7, 10**12):
+                event = Transition(source=source, target=target, step=step)
+                assert event_to_json(event) == union.dump_json(event)
