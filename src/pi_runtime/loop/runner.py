@@ -166,20 +166,21 @@ class Driver:
             turn=state.turns,
             output=self.output_format,
         )
+        input_tokens = built.total_tokens
         self.emit(
             ModelRequested(
                 turn=state.turns,
                 step=state.steps + 1,
                 message_count=len(state.messages),
                 tool_choice=state.next_tool_choice,
-                tools=tuple(d.name for d in tools),
-                input_tokens=built.total_tokens,
+                tools=tuple([d.name for d in tools]),
+                input_tokens=input_tokens,
                 context=built.report(),
                 summary=built.summary,
                 prompt=self.prompt,
             )
         )
-        response = await self._call_model(request, state.steps + 1, built.total_tokens)
+        response = await self._call_model(request, state.steps + 1, input_tokens)
         if isinstance(response, str):
             return self._apply(t.model_failed(state, response))
         return self._apply(t.think(state, response, self._verdict(state, response)))
