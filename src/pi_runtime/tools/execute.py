@@ -102,8 +102,11 @@ async def execute(
         number += 1
         started = time.perf_counter()
         try:
-            with scope() if scope is not None else contextlib.nullcontext():
+            if scope is None:
                 value = await _invoke(spec, kwargs)
+            else:
+                with scope():
+                    value = await _invoke(spec, kwargs)
             if convert is not None:
                 value = convert(value)
         except passthrough:
