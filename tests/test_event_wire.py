@@ -28,6 +28,7 @@ from pi_runtime.observe import (
     Event,
     GuardTriggered,
     JobStarted,
+    LoopPhase,
     MessageAppended,
     ModelDelta,
     ModelErrorEvent,
@@ -62,6 +63,7 @@ ONE_OF_EACH: list[Event] = [
     MessageAppended(
         index=2, message=ToolResultMessage(tool_call_id="c1", name="noop", content="1")
     ),
+    MessageAppended(index=3, message=ANSWER),
     ModelRequested(turn=1, step=1, message_count=1, tool_choice="auto", tools=("noop",)),
     ModelResponded(turn=1, step=1, message=ANSWER, raw={"id": "x"}, latency_ms=0.25),
     ModelErrorEvent(turn=1, step=1, message="busy", transient=True, attempt=1, retry_in_ms=5.0),
@@ -109,6 +111,22 @@ def test_an_event_is_written_as_the_union_adapter_writes_it(event: Event) -> Non
 
     # ANSWER's text holds a U+2028, which every trace line escapes
     assert event_to_json(event) == written.replace("\u2028".encode(), b"\\u2028")
+
+
+def test_an_answer_written_in_its_response_and_its_message_lines_is_the_same_in_both() -> None:
+    # the second line reuses the message's JSON from the first; the next message is new
+    union = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+    later = AssistantMessage(content=(TextBlock(text="done"),))
+    events: list[Event] = [
+        ModelResponded(turn=2, step=3, message=ANSWER, raw=None, latency_ms=1.5),
+        MessageAppended(index=4, message=ANSWER),
+        MessageAppended(index=5, message=later),
+        ModelResponded(turn=3, step=4, message=later, raw={"id": "y"}, latency_ms=2.0),
+    ]
+
+    for event in events:
+        written = union.dump_json(event, fallback=str, warnings=False)
+        assert event_to_json(event) == written.replace("\u2028".encode(), b"\\u2028")
 
 
 def test_a_trace_line_is_byte_for_byte_the_line_written_before_the_adapter() -> None:
@@ -258,3 +276,35 @@ def test_a_cancelled_run_writes_every_event_and_its_ending(tmp_path: Path) -> No
     events = read_trace(trace)
     assert "model_response" in [e["kind"] for e in events]
     assert (events[-1]["kind"], events[-1]["stop_reason"]) == ("run_finished", "cancelled")
+
+
+def test_a_lines_t_ms_is_spelled_as_the_float_of_its_microseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # whole ms and a table of decimals stand in for repr(µs / 1000): the same spelling
+    from pi_runtime.observe import trace
+
+    recorder = Recorder(tmp_path, "run")
+    writer = recorder.writer
+    assert writer is not None
+    microseconds = [0, 1, 10, 100, 500, 999, 1000, 1001, 12_340, 3_600_000_123, 86_400_000_000]
+    for us in microseconds:
+        monkeypatch.setattr(trace.time, "perf_counter", lambda us=us: writer._t0 + us / 1e6)
+        recorder.emit(GuardTriggered(guard="g", detail="d"))
+    recorder.close()
+
+    lines = (tmp_path / "run.jsonl").read_bytes().splitlines()
+    spelled = [line.rsplit(b'"t_ms":', 1)[1].rstrip(b"}") for line in lines]
+    assert spelled == [repr(round(us) / 1000).encode() for us in microseconds]
+
+
+def test_every_transition_line_is_the_union_adapters() -> None:
+    # transitions are written as a format, four a turn: the same bytes as pydantic's
+    union = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+    phases = typing.get_args(LoopPhase)
+
+    for source in phases:
+        for target in phases:
+            for step in (0, 7, 10**12):
+                event = Transition(source=source, target=target, step=step)
+                assert event_to_json(event) == union.dump_json(event)

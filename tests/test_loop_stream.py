@@ -1,4 +1,5 @@
-"""How the run reads a model's stream: it closes the stream itself once the response is in."""
+"""How the run reads a model's stream: it closes the stream itself once the response is in,
+and asks a canned model for its answer directly when nobody watches the deltas."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 from pi_runtime import Agent, ModelRequest, ModelResponse, TextBlock
-from pi_runtime.models import ResponseDone, StreamEvent
+from pi_runtime.models import ResponseDone, StreamEvent, stream_replays_complete
+from pi_runtime.testing import FunctionModel, ReplayModel, ScriptedModel, function_call, text
+from pi_runtime.tools import tool
+
+
+@tool
+def noop(i: int) -> int:
+    """Return i."""
+    return i
 
 
 class ClosingModel:
@@ -74,3 +83,63 @@ def test_a_stream_without_aclose_is_read_as_before(tmp_path: Path) -> None:
 
     assert result.stop_reason == "final_answer", result.error
     assert result.output == "plain"
+
+
+def test_pis_canned_models_are_known_to_replay_their_complete() -> None:
+    assert stream_replays_complete(ScriptedModel([text("ok")]))
+    assert stream_replays_complete(FunctionModel(lambda request: {"text": "ok"}))
+    assert not stream_replays_complete(ClosingModel())
+
+
+class _OwnStream(FunctionModel):
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield ResponseDone(response=ModelResponse(content=(TextBlock(text="streamed"),)))
+
+
+def test_a_subclass_with_its_own_stream_is_read_through_it(tmp_path: Path) -> None:
+    model = _OwnStream(lambda request: {"text": "completed"})
+
+    result = Agent(model, trace_dir=tmp_path).run_sync("hi")
+
+    assert not stream_replays_complete(model)
+    assert result.output == "streamed", result.error
+
+
+def test_a_patched_stream_is_read_through_it(tmp_path: Path) -> None:
+    model = ScriptedModel([text("completed")])
+
+    async def stream(request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        yield ResponseDone(response=ModelResponse(content=(TextBlock(text="streamed"),)))
+
+    model.stream = stream  # type: ignore[method-assign]
+    result = Agent(model, trace_dir=tmp_path).run_sync("hi")
+
+    assert result.output == "streamed", result.error
+
+
+def test_a_canned_answer_read_without_its_stream_records_what_the_stream_would(
+    tmp_path: Path,
+) -> None:
+    # the recorded run is replayed twice: once read whole (no listener), once as deltas
+    steps = [function_call("noop", {"i": 1}), text("done")]
+    recorded = Agent(ScriptedModel(steps), tools=[noop], trace_dir=tmp_path).run_sync("go")
+    assert recorded.trace is not None
+    replay = Agent(ReplayModel(recorded.trace), tools=[noop], trace_dir=tmp_path)
+
+    whole = replay.run_sync("go")
+
+    async def watched() -> list[str]:
+        stream = replay.run_stream("go")
+        return [e.kind async for e in stream]
+
+    streamed_kinds = asyncio.run(watched())
+    assert whole.output == recorded.output == "done", whole.error
+    responses = [e for e in whole.events if e.kind == "model_response"]
+    assert [e.message for e in responses] == [
+        e.message for e in recorded.events if e.kind == "model_response"
+    ]
+    assert responses[0].first_tool_call_at_ms is not None
+    assert responses[1].first_tool_call_at_ms is None
+    assert whole.metrics["time_to_first_tool_call_ms"] is not None
+    assert "model_delta" in streamed_kinds
+    assert [k for k in streamed_kinds if k != "model_delta"] == [e.kind for e in whole.events]

@@ -162,10 +162,11 @@ class ContextBuilder:
         self._counts: list[int] = []
         self._seen: list[Message] = []
         self._sums: list[int] = [0]  # prefix sums of _counts: any total is O(1)
-        self._fixed: dict[str, int] = {}
+        self._fixed: dict[tuple[str, str], int] = {}
         self._summaries: dict[int, str] = {}
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
         self._digests = Digests(lambda m: counter(message_text(m)) + MESSAGE_OVERHEAD)
+        self._anchored: tuple[Message, str, UserMessage] | None = None
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
@@ -197,10 +198,14 @@ class ContextBuilder:
         self._tools = (tools, text)
         return text
 
-    def _fixed_count(self, key: str, text: str) -> int:
-        if key not in self._fixed:
-            self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
-        return self._fixed[key]
+    def _fixed_count(self, layer: str, text: str) -> int:
+        # keyed by (layer, text), not by their concatenation: a new string every turn
+        # would be hashed whole, prompt and tool schemas included
+        key = (layer, text)
+        count = self._fixed.get(key)
+        if count is None:
+            count = self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
+        return count
 
     async def build(
         self,
@@ -219,14 +224,10 @@ class ContextBuilder:
         counts = self.count(messages)
         tools_text = self._tools_text(tools)
         layers = {
-            "system": self._fixed_count("system:" + system, system),
-            "tools": self._fixed_count("tools:" + tools_text, tools_text) if tools else 0,
+            "system": self._fixed_count("system", system),
+            "tools": self._fixed_count("tools", tools_text) if tools else 0,
             "user": (counts[anchor] if anchor >= 0 else 0)
-            + (
-                self._fixed_count("runtime:" + runtime, runtime) - MESSAGE_OVERHEAD
-                if runtime
-                else 0
-            ),
+            + (self._fixed_count("runtime", runtime) - MESSAGE_OVERHEAD if runtime else 0),
         }
         available = self.window - self.reserve - sum(layers.values())
         context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)
@@ -241,9 +242,7 @@ class ContextBuilder:
         else:
             digested = ()
         if anchor >= 0 and runtime:
-            user = messages[anchor]
-            assert isinstance(user, UserMessage)
-            out[anchor] = replace(user, content=f"{runtime}\n\n{user.content}")
+            out[anchor] = self._with_runtime(messages[anchor], runtime)
         if context_tokens <= available:
             return BuiltContext(
                 messages=tuple(out),
@@ -258,6 +257,15 @@ class ContextBuilder:
             for i in digested:
                 counts[i] = digests.chosen[i][1]
         return await self._compress(out, counts, anchor, available, layers, digested)
+
+    def _with_runtime(self, user: Message, runtime: str) -> UserMessage:
+        # the same question with the same block every turn of a run: prefixed once
+        if self._anchored is not None and self._anchored[:2] == (user, runtime):
+            return self._anchored[2]
+        assert isinstance(user, UserMessage)
+        anchored = replace(user, content=f"{runtime}\n\n{user.content}")
+        self._anchored = (user, runtime, anchored)
+        return anchored
 
     async def _compress(
         self,

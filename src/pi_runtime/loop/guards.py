@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -126,10 +125,14 @@ class Limits:
 def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
     """A description of the loop at the end of `actions`, or None."""
     window = actions[-limits.loop_window :]
-    times = max(Counter(window).values(), default=0)
+    # a count per distinct call beats building a Counter every turn; the window holds at
+    # most carry.KEEP hashes, so this stays small
+    times = max(map(window.count, set(window)), default=0)
     if times >= limits.loop_threshold:
         return f"the same call was made {times} times in the last {len(window)} calls"
     for period in range(2, len(window) // 2 + 1):
+        if window[-1] != window[-1 - period]:
+            continue  # no cycle of this period ends here: spared two slices a period
         tail = window[-2 * period :]
         if tail[:period] == tail[period:] and len(set(tail[:period])) > 1:
             return f"a cycle of {period} calls repeated back to back"

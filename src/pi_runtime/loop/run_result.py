@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
-from ..observe import Event, ModelResponded
+from ..observe import Event
 
 UsageSource: TypeAlias = Literal["provider", "counted", "mixed"]
 
@@ -93,7 +93,7 @@ def usage_source(events: Iterable[Event]) -> UsageSource:
 
     A run without an answered call has no usage to vouch for: `provider` (all zeros).
     """
-    sources = {e.usage_source for e in events if isinstance(e, ModelResponded)}
+    sources = {e.usage_source for e in events if e.kind == "model_response"}
     if len(sources) > 1:
         return "mixed"
     return "counted" if sources == {"counted"} else "provider"

@@ -16,22 +16,14 @@ from ..messages.canonical import action_hash
 from ..models import (
     Model,
     ModelRequest,
-    ModelResponse,
     ModelSettings,
     OutputFormat,
-    ResponseDone,
-    TextDelta,
-    ThinkingDelta,
-    ToolCallDelta,
     ToolDefinition,
-    repair_response,
-    stream_is_repaired,
 )
 from ..models.pricing import cost_usd
 from ..observe import (
     ContractChecked,
     Event,
-    ModelDelta,
     ModelErrorEvent,
     ModelRequested,
     ModelResponded,
@@ -40,6 +32,7 @@ from ..observe import (
 from ..tools import Gate, ToolOutcome, ToolSpec, backoff
 from ..tools.retrieval import ToolRetriever, retrieval_query
 from . import transitions as t
+from .answer import AnswerReader
 from .breakers import screen
 from .guards import Limits
 from .state import RunState
@@ -70,6 +63,7 @@ class Driver:
     retriever: ToolRetriever | None = None
     specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
+    reader: AnswerReader = field(init=False)
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""
 
@@ -81,34 +75,42 @@ class Driver:
         """
         loop = asyncio.get_running_loop()
         self.started = time.perf_counter()
+        self.reader = AnswerReader(self.model, self.live)
         clock = self.limits.wall_clock_s
         deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
         try:
             # one clock for the whole run, not one per transition: entering a timeout
             # costs a timer each time, and the deadline is the same for every transition
             async with asyncio.timeout_at(deadline):
-                while self.state.phase != "done":
-                    self.state = await self._advance(self.state)
+                while (phase := self.state.phase) != "done":
+                    # only THINK and ACT wait (for the model, for tools): OBSERVE and
+                    # REFLECT are plain calls, not a coroutine each per turn
+                    if phase == "think":
+                        self.state = await self._think(self.state)
+                    elif phase == "act":
+                        self.state = await self._act(self.state)
+                    else:
+                        self.state = self._settle(self.state)
         except TimeoutError:
             self.state = self._apply(
                 t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
             )
         return self.state
 
-    async def _advance(self, state: RunState) -> RunState:
+    def _settle(self, state: RunState) -> RunState:
+        """OBSERVE or REFLECT: transitions with no effect to wait for."""
         if state.phase == "observe":
             return self._apply(t.observe(state))
-        if state.phase == "think":
-            return await self._think(state)
-        if state.phase == "act":
-            assert state.response is not None
-            calls = state.response.tool_calls
-            # hashed once here for both the breakers and ACT's loop detection
-            digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
-            outcomes = await self._run_tools(state, calls, digests)
-            return self._apply(t.act(state, outcomes, digests))
         elapsed = time.perf_counter() - self.started + self.request_elapsed_s
         return self._apply(t.reflect(state, self.limits, elapsed))
+
+    async def _act(self, state: RunState) -> RunState:
+        assert state.response is not None
+        calls = state.response.tool_calls
+        # hashed once here for both the breakers and ACT's loop detection
+        digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
+        outcomes = await self._run_tools(state, calls, digests)
+        return self._apply(t.act(state, outcomes, digests))
 
     async def _run_tools(
         self, state: RunState, calls: tuple[ToolCall, ...], digests: tuple[str, ...]
@@ -121,14 +123,15 @@ class Driver:
             made=state.tool_calls,
             previous=state.actions[-1] if state.actions else None,
         )
+        if not any(refused):  # the usual case: the gate runs them all, in order
+            return await self.gate.run_all(calls)
         allowed = [c for c, r in zip(calls, refused, strict=True) if r is None]
         ran = iter(await self.gate.run_all(allowed) if allowed else ())
         return tuple(r if r is not None else next(ran) for r in refused)
 
-    async def _offer(self, state: RunState) -> tuple[ToolDefinition, ...]:
-        """The tools this call offers: all of them, or what retrieval selected."""
-        if self.retriever is None or not self.specs:
-            return self.tools
+    async def _select(self, state: RunState) -> tuple[ToolDefinition, ...]:
+        """The tools retrieval selected for this call."""
+        assert self.retriever is not None
         query = retrieval_query(state.messages)
         selection = await asyncio.to_thread(self.retriever.select, query, self.specs)
         self.emit(
@@ -144,7 +147,10 @@ class Driver:
         return tuple(d for d in self.tools if d.name in chosen)
 
     async def _think(self, state: RunState) -> RunState:
-        tools = await self._offer(state)
+        # all the tools, or what retrieval selected
+        tools = (
+            self.tools if self.retriever is None or not self.specs else await self._select(state)
+        )
         built = await self.builder.build(
             system=self.system,
             tools=tools,
@@ -161,20 +167,21 @@ class Driver:
             turn=state.turns,
             output=self.output_format,
         )
+        input_tokens = built.total_tokens
         self.emit(
             ModelRequested(
                 turn=state.turns,
                 step=state.steps + 1,
                 message_count=len(state.messages),
                 tool_choice=state.next_tool_choice,
-                tools=tuple(d.name for d in tools),
-                input_tokens=built.total_tokens,
+                tools=tuple([d.name for d in tools]),
+                input_tokens=input_tokens,
                 context=built.report(),
                 summary=built.summary,
                 prompt=self.prompt,
             )
         )
-        response = await self._call_model(request, state.steps + 1, built.total_tokens)
+        response = await self._call_model(request, state.steps + 1, input_tokens)
         if isinstance(response, str):
             return self._apply(t.model_failed(state, response))
         return self._apply(t.think(state, response, self._verdict(state, response)))
@@ -221,7 +228,9 @@ class Driver:
             began = time.perf_counter()
             try:
                 try:
-                    response, first_tool_at, first_token_at = await self._stream(request)
+                    response, first_tool_at, first_token_at = await self.reader.read(
+                        request, self.started
+                    )
                 except TimeoutError as exc:
                     # the adapter's own timeout (the run's clock arrives as a cancellation)
                     raise ModelError(f"model call timed out: {exc}", transient=True) from exc
@@ -303,52 +312,6 @@ class Driver:
         if cost != usage.cost_usd:
             usage = replace(usage, cost_usd=cost)
         return usage, "counted" if counted else "provider"
-
-    async def _stream(
-        self, request: ModelRequest
-    ) -> tuple[ModelResponse, float | None, float | None]:
-        """The response, when its first tool call and its first token (any delta, or
-        the response itself) arrived, in ms since the run began."""
-        first_tool_at: float | None = None
-        first_token_at: float | None = None
-        live = self.live
-        stream = self.model.stream(request)
-        try:
-            async for event in stream:
-                if first_token_at is None:
-                    first_token_at = round((time.perf_counter() - self.started) * 1000, 3)
-                if isinstance(event, ResponseDone):
-                    # any Model's answer, a user's own included, enters the run as writable
-                    # text; Pi's own models have repaired theirs already
-                    response = event.response
-                    if not stream_is_repaired(self.model):
-                        response = repair_response(response)
-                    if first_tool_at is None and response.tool_calls:
-                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                    return response, first_tool_at, first_token_at
-                if isinstance(event, ToolCallDelta):
-                    if first_tool_at is None:
-                        first_tool_at = round((time.perf_counter() - self.started) * 1000, 3)
-                    if live is not None:
-                        live(
-                            ModelDelta(
-                                turn=request.step,
-                                delta=event.arguments_delta or (event.name or ""),
-                                channel="tool_call",
-                            )
-                        )
-                elif live is not None and isinstance(event, TextDelta | ThinkingDelta):
-                    if isinstance(event, TextDelta):
-                        live(ModelDelta(turn=request.step, delta=event.text, channel="text"))
-                    else:
-                        live(ModelDelta(turn=request.step, delta=event.text, channel="thinking"))
-        finally:
-            # closed here, not by the garbage collector: its finaliser hook would wake the
-            # event loop through its self-pipe, a system call and a loop pass per model call
-            close = getattr(stream, "aclose", None)
-            if close is not None:
-                await close()
-        raise ModelError(f"model {self.model.name!r} ended its stream without a response")
 
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:

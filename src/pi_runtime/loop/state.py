@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from operator import attrgetter
 from typing import Any
 
 from ..messages import AssistantMessage, Message, StopReason, Usage
@@ -11,7 +10,9 @@ from ..observe import LoopPhase
 from ..tools import ToolOutcome
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+# no slots, unlike the messages and events: a state is copied four times a turn, and a
+# copy of its `__dict__` is one C call where slots take one descriptor call per field
+@dataclass(frozen=True, kw_only=True)
 class RunState:
     """Where a run stands.
 
@@ -80,24 +81,21 @@ class RunState:
         return self.prior_cost_usd + self.usage.cost_usd
 
 
-_NAMES = tuple(f.name for f in fields(RunState))
-_SLOTS = tuple(getattr(RunState, name) for name in _NAMES)
-_VALUES = attrgetter(*_NAMES)
+_NAMES = frozenset(f.name for f in fields(RunState))
 
 
 def evolve(state: RunState, **changes: Any) -> RunState:
-    """`dataclasses.replace(state, **changes)` in about half the time.
+    """`dataclasses.replace(state, **changes)` in a sixth of the time.
 
     Every transition makes a new state, four or five a turn; `replace` spends most of
     its time checking and setting fields one by one through the frozen `__init__`. A
-    RunState has no `__post_init__` to skip, so copying the slots gives the same value.
+    RunState has no `__post_init__` to skip, so copying its fields gives the same value.
     """
-    unknown = changes.keys() - _NAMES
-    if unknown:
-        raise TypeError(f"RunState has no field {sorted(unknown)[0]!r}")
+    if not _NAMES.issuperset(changes):
+        unknown = sorted(changes.keys() - _NAMES)
+        raise TypeError(f"RunState has no field {unknown[0]!r}")
     new = object.__new__(RunState)
-    for slot, value in zip(_SLOTS, _VALUES(state), strict=True):
-        slot.__set__(new, value)
-    for name, value in changes.items():
-        object.__setattr__(new, name, value)
+    values = new.__dict__
+    values.update(state.__dict__)
+    values.update(changes)
     return new

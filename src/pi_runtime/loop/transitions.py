@@ -80,7 +80,8 @@ def _append(
     state_messages: tuple[Message, ...], new: list[Message], events: list[Event]
 ) -> tuple[Message, ...]:
     start = len(state_messages)
-    events.extend(MessageAppended(index=start + i, message=m) for i, m in enumerate(new))
+    for offset, message in enumerate(new):
+        events.append(MessageAppended(index=start + offset, message=message))
     return state_messages + tuple(new)
 
 
@@ -212,7 +213,7 @@ def act(
                 error_kind=message.error.kind if message.error else None,
                 error_class=outcome.error_class,
                 attempts=len(outcome.attempts),
-                duration_ms=round(sum(a.duration_ms for a in outcome.attempts), 3),
+                duration_ms=round(sum([a.duration_ms for a in outcome.attempts]), 3),
                 idempotency_key=outcome.idempotency_key,
                 result_bytes=outcome.result_bytes,
                 result_truncated=outcome.result_truncated,

@@ -72,6 +72,9 @@ def find_non_finite(value: Any) -> tuple[Path, Any] | None:
     return None
 
 
+_FLAT = frozenset({str, int, bool, type(None)})
+"""Value types that neither nest nor can be a non-finite number."""
+
 _DECODER = json.JSONDecoder(parse_constant=_NonFinite, parse_float=_parse_float)
 """Built once: `json.loads` with these hooks builds a decoder per call, twice the parse."""
 
@@ -93,11 +96,13 @@ def parse_object(raw: str) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         got = "float" if isinstance(value, _NonFinite) else type(value).__name__
         return None, f"Arguments must be a JSON object, got {got}."
-    if not depth_within(value, MAX_ARGUMENT_DEPTH):
+    # most arguments are flat: no nesting to measure and no float to check
+    flat = all(type(item) in _FLAT for item in value.values())
+    if not flat and not depth_within(value, MAX_ARGUMENT_DEPTH):
         return None, f"Arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels."
     if "\\u" in raw or has_surrogates(raw):
         value = repair_value(value)  # before any message can quote a key
-    found = find_non_finite(value)
+    found = None if flat else find_non_finite(value)
     if found is not None:
         path, bad = found
         literal = bad.literal if isinstance(bad, _NonFinite) else repr(bad)

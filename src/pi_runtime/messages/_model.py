@@ -163,7 +163,8 @@ class AssistantMessage:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolCall))
+        # a list, not a generator: asked several times a turn, and half the cost
+        return tuple([b for b in self.content if isinstance(b, ToolCall)])
 
     @property
     def text(self) -> str:

@@ -22,12 +22,13 @@ _Record = TypeVar("_Record", bound="DataclassInstance")
 
 def has_surrogates(text: str) -> bool:
     """Whether `text` holds any UTF-16 surrogate code point (paired or not)."""
-    return _SURROGATE.search(text) is not None
+    return not text.isascii() and _SURROGATE.search(text) is not None
 
 
 def repair_text(text: str) -> str:
     """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if _SURROGATE.search(text) is None:
+    # `isascii` first: most text is ASCII, and it is several times cheaper than a search
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
@@ -50,7 +51,7 @@ def _needs_repair(value: Any) -> bool:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if _SURROGATE.search(item) is not None:
+            if not item.isascii() and _SURROGATE.search(item) is not None:
                 return True
         elif isinstance(item, dict):
             stack.extend(item.keys())
@@ -98,6 +99,9 @@ def repair_fields(record: _Record) -> _Record:
     changes: dict[str, Any] = {}
     for name in names:
         value = getattr(record, name)
+        kind = type(value)
+        if kind in _PLAIN or (kind is str and value.isascii()):
+            continue  # most fields of a clean answer, without a call each
         fixed = _repair_field(value)
         if fixed is not value:
             changes[name] = fixed
@@ -106,17 +110,21 @@ def repair_fields(record: _Record) -> _Record:
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 """Field names per dataclass: every model answer is repaired, so `fields()` is looked up once."""
-_PLAIN = (type(None), bool, int, float)
+_PLAIN = frozenset({type(None), bool, int, float})
 
 
 def _repair_field(value: Any) -> Any:
     # the common cases first: the run repairs every model answer, mostly clean
     kind = type(value)
     if kind is str:
-        return repair_text(value)
+        return value if value.isascii() else repair_text(value)
     if kind in _PLAIN:
         return value
-    if kind in _FIELD_NAMES or (is_dataclass(value) and not isinstance(value, type)):
+    if kind is dict or kind is list:  # tool arguments: no dataclass check needed
+        return repair_value(value)
+    if kind in _FIELD_NAMES or (
+        kind is not tuple and is_dataclass(value) and not isinstance(value, type)
+    ):
         return repair_fields(value)
     if isinstance(value, tuple):
         for index, item in enumerate(value):

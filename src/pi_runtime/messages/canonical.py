@@ -26,10 +26,12 @@ def canonical_value(value: Any) -> Any:
     return str(value)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+"""Built once: `json.dumps` with options builds an encoder per call (every turn hashes)."""
+
+
 def canonical_json(value: Any) -> str:
-    return json.dumps(
-        canonical_value(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-    )
+    return _ENCODER.encode(canonical_value(value))
 
 
 def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:

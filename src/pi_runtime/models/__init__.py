@@ -1,5 +1,6 @@
 """Models: the `Model` protocol, requests and responses, and the built-in adapters."""
 
+from ._deltas import stream_replays_complete
 from ._repair import repair_response, repaired_stream, stream_is_repaired
 from .base import (
     TOOL_CHOICE_MODES,
@@ -51,4 +52,5 @@ __all__ = [
     "repaired_stream",
     "resolve_model",
     "stream_is_repaired",
+    "stream_replays_complete",
 ]

@@ -12,6 +12,24 @@ from typing import Any
 from ..messages import TextBlock, ThinkingBlock, ToolCall, parse_object
 from .base import ModelResponse, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
+_REPLAYS: set[object] = set()
+"""`stream` functions that only replay, as deltas, what their model's `complete` returns."""
+
+
+def replays_complete(stream: object) -> None:
+    """Records that `stream` yields nothing but the deltas of what `complete` returns."""
+    _REPLAYS.add(stream)
+
+
+def stream_replays_complete(model: object) -> bool:
+    """Whether `model.stream` only replays `model.complete`'s answer.
+
+    Then a caller that wants no deltas may call `complete` instead and get the same answer
+    at the same moment. A subclass that overrides `stream`, or a patched instance, is not
+    known to replay.
+    """
+    return getattr(getattr(model, "stream", None), "__func__", None) in _REPLAYS
+
 
 def parse_arguments(raw: str) -> dict[str, Any] | None:
     """The JSON object in `raw`, or None when it is not one (the gate reports why)."""

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
-from ._deltas import stream_response
+from ._deltas import replays_complete, stream_response
 from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
 from .scripted import ScriptStep, step_response
@@ -47,7 +47,8 @@ class FunctionModel:
         if self.keep_calls:
             self.calls.append(copy.deepcopy(request))
         result = self.function(request)
-        if inspect.isawaitable(result):
+        # a plain answer first: `isawaitable` asks an ABC, which costs more than the check
+        if not isinstance(result, ModelResponse | dict) and inspect.isawaitable(result):
             result = await result
         if not isinstance(result, ModelResponse):
             result = step_response(ScriptStep.model_validate(result), request.step, self.name)
@@ -66,3 +67,4 @@ class FunctionModel:
 
 # stream yields the deltas of what complete returns, and complete repairs it
 trust_stream(FunctionModel.stream, FunctionModel.complete)
+replays_complete(FunctionModel.stream)

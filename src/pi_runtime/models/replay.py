@@ -14,7 +14,7 @@ from typing import Any
 
 from ..exceptions import ModelError, UserError
 from ..messages import AssistantMessage, message_from_dict, read_json_lines
-from ._deltas import stream_response
+from ._deltas import replays_complete, stream_response
 from .base import ModelRequest, ModelResponse, StreamEvent
 
 
@@ -82,3 +82,6 @@ class ReplayModel:
 
     async def aclose(self) -> None:
         return None
+
+
+replays_complete(ReplayModel.stream)

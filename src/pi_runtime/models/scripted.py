@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..exceptions import ModelError, UserError
 from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
-from ._deltas import parse_arguments, stream_response
+from ._deltas import parse_arguments, replays_complete, stream_response
 from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
 
@@ -170,3 +170,4 @@ class ScriptedModel:
 
 # stream yields the deltas of what complete returns, and complete repairs it
 trust_stream(ScriptedModel.stream, ScriptedModel.complete)
+replays_complete(ScriptedModel.stream)

@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..messages import TextBlock, Usage
-from .events import Event, ModelErrorEvent, ModelResponded, ToolResult
+from ..messages import Block, TextBlock
+from .events import Event
 
 
 def compute_metrics(
@@ -26,17 +26,25 @@ def compute_metrics(
     first_token_ms: float | None = None
     calling = mixed = model_calls = tool_calls = truncated = 0
     model_errors = 0
-    usage = Usage(cost_usd=0.0)
+    input_tokens = output_tokens = cached_tokens = 0
+    cost_usd: float | None = 0.0  # unknown once any call's price is
     errors: Counter[str] = Counter()
+    # one pass over every event of the run, most of which count for nothing here: the
+    # kind is compared first, the rest of the work is done for the few that count
     for event in events:
-        if isinstance(event, ModelResponded):
+        if event.kind == "model_response":
             model_calls += 1
             if first_token_ms is None:
                 first_token_ms = event.first_token_at_ms
             message = event.message
-            usage = usage + message.usage
+            usage = message.usage
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+            cached_tokens += usage.cached_tokens
+            if cost_usd is not None:
+                cost_usd = None if usage.cost_usd is None else cost_usd + usage.cost_usd
             calls = message.tool_calls
-            text = "".join(b.text for b in message.content if isinstance(b, TextBlock)).strip()
+            text = _visible_text(message.content)
             if first_tool_ms is None:
                 if text:
                     text_before += count_tokens(text)
@@ -46,11 +54,11 @@ def compute_metrics(
                 calling += 1
                 mixed += bool(text)
                 truncated += sum(1 for c in calls if c.truncated)
-        elif isinstance(event, ToolResult):
+        elif event.kind == "tool_result":
             tool_calls += 1
             if event.is_error and event.error_kind:
                 errors[event.error_kind] += 1
-        elif isinstance(event, ModelErrorEvent):
+        elif event.kind == "model_error":
             model_errors += 1
     if first_tool_ms is None:
         text_before = 0
@@ -65,9 +73,15 @@ def compute_metrics(
         "tool_calls": tool_calls,
         "tool_errors": sum(errors.values()),
         "errors_by_kind": dict(sorted(errors.items())),
-        "input_tokens": usage.input_tokens,
-        "output_tokens": usage.output_tokens,
-        "cached_tokens": usage.cached_tokens,
-        "cost_usd": usage.cost_usd,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "cached_tokens": cached_tokens,
+        "cost_usd": cost_usd,
         "wall_ms": round(wall_ms, 3),
     }
+
+
+def _visible_text(content: tuple[Block, ...]) -> str:
+    if len(content) == 1 and not isinstance(content[0], TextBlock):
+        return ""  # a lone tool call, the usual answer mid-run
+    return "".join(b.text for b in content if isinstance(b, TextBlock)).strip()

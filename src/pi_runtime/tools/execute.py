@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..messages import ToolErrorInfo, repair_text
+from ._eager import start
 from .classify import ErrorClass, classify
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
 
@@ -101,8 +102,11 @@ async def execute(
         number += 1
         started = time.perf_counter()
         try:
-            with scope() if scope is not None else contextlib.nullcontext():
+            if scope is None:
                 value = await _invoke(spec, kwargs)
+            else:
+                with scope():
+                    value = await _invoke(spec, kwargs)
             if convert is not None:
                 value = convert(value)
         except passthrough:
@@ -142,10 +146,14 @@ async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
         return await work
     # awaited in the caller's task, not a task of its own: no task and no extra loop
     # passes per call; past the timeout the tool is cancelled all the same
-    deadline = asyncio.timeout(spec.timeout_s)
+    began = asyncio.get_running_loop().time()
+    done, rest = start(work)
+    if done:
+        return rest  # it never waited: there was nowhere a timer could have stopped it
+    deadline = asyncio.timeout_at(began + spec.timeout_s)
     try:
         async with deadline:
-            value = await work
+            value = await rest
     except TimeoutError:
         if not deadline.expired():
             raise  # the tool's own TimeoutError: the tool's failure, classified as such

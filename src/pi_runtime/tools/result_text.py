@@ -28,6 +28,8 @@ def encode_result(value: Any) -> str:
     """A tool's return value as text: strings as they are, anything else as compact JSON."""
     if isinstance(value, str):
         return repair_text(value)
+    if type(value) is int:
+        return str(value)  # what JSON spells, without three conversions
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")  # the model's own aliases and serialisers
     try:
