@@ -18,7 +18,7 @@ import asyncio
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..exceptions import UserError
 from ..loop import Agent, RunResult
@@ -234,19 +234,8 @@ def _now(store: Store, decided: ApprovalRecord, event: Event) -> RunResult:
         session_id=decided.session_id,
         waits=waits,
     )
+    result = still_awaiting(base, messages, pending, (event,))
     if pending or waits:
-        return still_awaiting(base, messages, pending, (event,))
-    return RunResult(
-        status="stopped",
-        stop_reason="cancelled",
-        output=None,
-        steps=0,
-        usage=Usage(cost_usd=0.0),
-        metrics={},
-        messages=tuple(messages),
-        trace=None,
-        run_id=run_id,
-        session_id=decided.session_id,
-        error="the session was cancelled; the decision was recorded but nothing continues",
-        events=(event,),
-    )
+        return result
+    error = "the session was cancelled; the decision was recorded but nothing continues"
+    return replace(result, status="stopped", stop_reason="cancelled", error=error)

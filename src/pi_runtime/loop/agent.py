@@ -46,8 +46,8 @@ from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
-from .approvals import Decisions
 from .carry import carry, request_anchor
+from .decisions import Decisions
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
 from .run_result import RunResult, status_of, usage_source
