@@ -378,3 +378,40 @@ def test_a_run_continues_only_once_every_waiting_call_is_decided(tmp_path: Path)
     assert done.trace is not None
     decisions = [e.kind for e in read_events(Path(done.trace)) if e.kind.startswith("approval_")]
     assert decisions == ["approval_granted", "approval_rejected"]
+
+
+# The example
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "approval" / "agent.toml"
+
+
+def test_the_example_refund_waits_for_approval_and_runs_once_when_approved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.approval.tools import ledger
+
+    monkeypatch.setenv("PI_REFUND_LEDGER", str(tmp_path / "refunds.jsonl"))
+    a = Agent.from_file(EXAMPLE, trace_dir=False)
+    first = awaiting(a, "Order A-1001 arrived broken, please refund it")
+    (pending,) = first.pending_approvals
+    assert (pending.tool, pending.arguments["amount"]) == ("refund", 48.0)
+    assert ledger() == []
+
+    done = a.approve_sync(first, pending.call_id, {**pending.arguments, "amount": 24.0})
+    assert done.status == "completed"
+    ((entry,),) = [ledger()]
+    assert (entry["order_id"], entry["amount"]) == ("A-1001", 24.0)
+
+
+def test_the_example_refund_rejected_never_reaches_the_ledger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from examples.approval.tools import ledger
+
+    monkeypatch.setenv("PI_REFUND_LEDGER", str(tmp_path / "refunds.jsonl"))
+    a = Agent.from_file(EXAMPLE, trace_dir=False)
+    first = awaiting(a, "Order A-1001 arrived broken, please refund it")
+    done = a.reject_sync(first, "call_0_1", reason="Ask for a photo of the damage first.")
+    assert done.status == "completed" and ledger() == []
+    assert "close_account" in a.approval  # marked in code, besides the file's list
