@@ -24,6 +24,9 @@ from pi_runtime.messages import (
 )
 from pi_runtime.models import ModelRequest, ModelResponse
 from pi_runtime.observe import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
     ContractChecked,
     Event,
     GuardTriggered,
@@ -73,6 +76,11 @@ ONE_OF_EACH: list[Event] = [
     ContractChecked(contract="c", attempt=1, ok=False, errors=("missing 'a'",)),
     ToolsSelected(turn=1, method="all", selected=("noop",), scores={"noop": 0.5}),
     JobStarted(tool_call_id="c1", name="noop", job_id="j"),
+    ApprovalRequested(tool_call_id="c1", name="noop", arguments={"i": 1}, fingerprint="ab"),
+    ApprovalGranted(
+        tool_call_id="c1", name="noop", fingerprint="ab", arguments={"i": 2}, edited=True
+    ),
+    ApprovalRejected(tool_call_id="c1", name="noop", fingerprint="ab", reason="不 — no"),
     SecurityAudit(tool_call_id="c1", name="noop", detail="denied"),
     ModelDelta(turn=1, delta="a"),
     RunFinished(

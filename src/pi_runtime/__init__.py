@@ -29,7 +29,7 @@ if _TYPE_CHECKING:
         UserMessage,
     )
     from .models import Model, ModelRequest, ModelResponse, ToolDefinition
-    from .tools import ToolSpec, tool
+    from .tools import PendingApproval, ToolSpec, tool
 
 __version__ = "0.1.0"
 
@@ -45,6 +45,7 @@ _HOMES = {
     "ModelError": ".exceptions",
     "ModelRequest": ".models",
     "ModelResponse": ".models",
+    "PendingApproval": ".tools",
     "PiError": ".exceptions",
     "PromptParts": ".context",
     "RunResult": ".loop",
@@ -89,6 +90,7 @@ __all__ = [
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "PendingApproval",
     "PiError",
     "PromptParts",
     "RunResult",

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from .approve import approve_command, reject_command
 from .bench import bench_app
 from .eval import eval_command
 from .qrp import qrp_app
@@ -41,6 +42,8 @@ app.command("eval")(eval_command)
 app.add_typer(qrp_app, name="qrp", cls=_Group)
 app.command("worker")(worker_command)
 app.add_typer(session_app, name="session", cls=_Group)
+app.command("approve")(approve_command)
+app.command("reject")(reject_command)
 
 
 def main() -> None:

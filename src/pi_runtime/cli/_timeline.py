@@ -6,6 +6,9 @@ from typing import Any
 
 from ..messages import AssistantMessage, TextBlock, ToolCall
 from ..observe import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
     Event,
     GuardTriggered,
     ModelErrorEvent,
@@ -51,6 +54,13 @@ def describe(event: Event) -> str | None:
         return f"{event.name} [{event.tool_call_id}] {status}{ran} · {event.duration_ms:.1f} ms · {event.attempts} attempt(s)"
     if isinstance(event, ToolRetried):
         return f"{event.name} attempt {event.attempt} {event.error_kind}, retry in {event.retry_in_ms:.0f} ms"
+    if isinstance(event, ApprovalRequested):
+        return f"{event.name} [{event.tool_call_id}] waits for approval · fingerprint {event.fingerprint[:16]}"
+    if isinstance(event, ApprovalGranted):
+        edited = " with edited arguments" if event.edited else ""
+        return f"{event.name} [{event.tool_call_id}] approved{edited}"
+    if isinstance(event, ApprovalRejected):
+        return f"{event.name} [{event.tool_call_id}] rejected: {event.reason[:100]}"
     if isinstance(event, GuardTriggered):
         return f"{event.guard}: {event.detail}"
     if isinstance(event, SecurityAudit):

@@ -247,11 +247,12 @@ def _run_in_session(
             )
     except Conflict as exc:
         status = store.get_session(session_id)
-        hint = (
-            "; `pi worker` delivers the results it waits for, `pi session cancel` stops waiting"
-            if status is not None and status.status == "awaiting_server_tool"
-            else ""
-        )
+        hint = {
+            "awaiting_server_tool": "; `pi worker` delivers the results it waits for, "
+            "`pi session cancel` stops waiting",
+            "awaiting_approval": "; `pi approve` or `pi reject` decides the calls it waits "
+            "for (`pi session show` lists them), `pi session cancel` stops waiting",
+        }.get(status.status if status is not None else "", "")
         say(err, ("error:", "red"), " ", exc, hint)
         return 2
     except UserError as exc:
@@ -266,23 +267,9 @@ def _run_in_session(
         return 1
     finally:
         store.close()
-    result = turn.result
-    if as_json:
-        typer.echo(result.to_json())
-    else:
-        if result.output is not None:
-            typer.echo(answer_text(result.output))
-        elif result.status == "awaiting":
-            jobs = ", ".join(job for _, job in result.waits)
-            say(
-                err,
-                f"awaiting {len(result.waits)} background job(s): {jobs}; "
-                "`pi worker` runs them and continues the session",
-            )
-        elif result.error:
-            say(err, (result.stop_reason, "red"), ": ", result.error)
-        say(err, (f"session {session_id} · trace: {result.trace}", "dim"))
-    return EXIT_CODES.get(result.status, 1)
+    from .approve import show_result
+
+    return show_result(turn.result, session_id, as_json, err)
 
 
 def _progress(err: Console) -> Callable[[Event], None]:

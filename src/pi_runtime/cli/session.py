@@ -52,7 +52,8 @@ def show(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
-    """Show a session: its status, messages (tool results with their call id) and runs."""
+    """Show a session: its status, messages (tool results with their call id), the calls
+    waiting for approval, and its runs."""
     from rich.table import Table
 
     from ..durable import NotFound, StoreError
@@ -74,6 +75,14 @@ def show(
     say(out, "session ", (session_id, "bold"), ": ", view["status"])
     for m in view["messages"]:
         say(out, f"  {m['seq']:>3} ", _line(m))
+    for p in view["pending_approvals"]:
+        args = json.dumps(p["arguments"], ensure_ascii=False)[:200]
+        say(
+            out,
+            ("  awaiting approval: ", "yellow"),
+            (p["call_id"], "bold"),
+            f" {p['tool']}({args}) fingerprint {p['fingerprint']}",
+        )
     table = Table("run", "kind", "status", "stop reason", "attempts")
     for run in view["runs"]:
         table.add_row(
@@ -124,6 +133,7 @@ def cancel(
         "waits_cancelled": list(done.waits_cancelled),
         "runs_cancelled": list(done.runs_cancelled),
         "jobs_cancelled": list(done.jobs_cancelled),
+        "approvals_cancelled": list(done.approvals_cancelled),
     }
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False))
@@ -131,5 +141,6 @@ def cancel(
     say(
         err_console(),
         f"session {session_id} cancelled: {len(done.waits_cancelled)} wait(s), "
+        f"{len(done.approvals_cancelled)} approval(s), "
         f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
     )

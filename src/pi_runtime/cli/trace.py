@@ -41,6 +41,8 @@ def show(
         "model_error": "red",
         "guard": "yellow",
         "security_audit": "red",
+        "approval_requested": "yellow",
+        "approval_rejected": "yellow",
         "run_finished": "bold",
     }
     for data in events:

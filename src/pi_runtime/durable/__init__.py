@@ -9,6 +9,7 @@ runs (checkpointing through `checkpoint()`), delivers under the original tool_ca
 continues with a `server_result` run — each step one transaction, exactly once.
 """
 
+from .approvals import StoredSession, decide
 from .backends import PostgresStore, SQLiteStore, open_store
 from .errors import Conflict, LeaseLost, NotFound, StoreError, StoreUnavailable
 from .migrations import MIGRATIONS, Migration
@@ -18,7 +19,10 @@ from .records import (
     JOB_TERMINAL,
     SESSION_READY,
     SESSION_STATUSES,
+    ApprovalRecord,
+    ApprovalStatus,
     CancelResult,
+    Decided,
     Delivery,
     EventKind,
     EventOutcome,
@@ -41,6 +45,7 @@ from .records import (
 from .sessions import SessionTurn, open_session, run_held, run_turn
 from .store import (
     DEFAULT_LEASE_S,
+    Approvals,
     JobQueue,
     Outbox,
     RunStore,
@@ -57,9 +62,13 @@ __all__ = [
     "MIGRATIONS",
     "SESSION_READY",
     "SESSION_STATUSES",
+    "ApprovalRecord",
+    "ApprovalStatus",
+    "Approvals",
     "CancelResult",
     "Checkpoint",
     "Conflict",
+    "Decided",
     "Delivery",
     "EventKind",
     "EventOutcome",
@@ -90,12 +99,14 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "StoredMessage",
+    "StoredSession",
     "TurnStore",
     "WaitRecord",
     "WaitStatus",
     "Worker",
     "WorkerStats",
     "checkpoint",
+    "decide",
     "open_session",
     "open_store",
     "run_held",

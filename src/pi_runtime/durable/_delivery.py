@@ -20,7 +20,7 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
-from . import _jobs, _runs, _sessions, _waits
+from . import _approvals, _jobs, _runs, _sessions, _waits
 from . import schema as t
 from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_lease
@@ -156,9 +156,9 @@ def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -
 
 
 def cancel_session(tx: Tx, session_id: str) -> CancelResult:
-    """Stop waiting: pending waits are cancelled and each awaited call is answered with a
-    `cancelled` error (the conversation stays well-formed, and no later result can land);
-    queued and running runs stop; jobs not yet started are cancelled."""
+    """Stop waiting: pending waits and approvals are cancelled and each awaited call is
+    answered with a `cancelled` error (the conversation stays well-formed, and no later
+    result can land); queued and running runs stop; jobs not yet started are cancelled."""
     tx.lock_session(session_id)
     pending = [w for w in _waits.list_waits(tx, session_id) if w.status == "pending"]
     answers = []
@@ -166,7 +166,8 @@ def cancel_session(tx: Tx, session_id: str) -> CancelResult:
         _waits.resolve(tx, wait, "cancelled", None)
         if not _sessions.has_result(tx, session_id, wait.tool_call_id):
             answers.append(_cancelled_result(tx, wait))
-    _sessions.append_messages(tx, session_id, answers)
+    undecided = _approvals.cancel_pending(tx, session_id)
+    _sessions.append_messages(tx, session_id, [*answers, *undecided])
     runs = _runs.cancel_runs(tx, session_id)
     jobs = _jobs.cancel_queued(tx, session_id)
     tx.set_session_status(session_id, "cancelled")
@@ -175,6 +176,7 @@ def cancel_session(tx: Tx, session_id: str) -> CancelResult:
     return CancelResult(
         session=session,
         waits_cancelled=tuple(w.tool_call_id for w in pending),
+        approvals_cancelled=tuple(m.tool_call_id for m in undecided),
         runs_cancelled=tuple(runs),
         jobs_cancelled=tuple(jobs),
     )

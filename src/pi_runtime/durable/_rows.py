@@ -8,6 +8,7 @@ from sqlalchemy import Row
 
 from ..messages import message_from_dict
 from .records import (
+    ApprovalRecord,
     JobRecord,
     PageRecord,
     ReferenceRecord,
@@ -93,6 +94,23 @@ def wait(row: Row[Any], *, job_done: bool = False) -> WaitRecord:
         created_at=row.created_at,
         resolved_at=row.resolved_at,
         job_done=job_done,
+    )
+
+
+def approval(row: Row[Any]) -> ApprovalRecord:
+    return ApprovalRecord(
+        session_id=row.session_id,
+        tool_call_id=row.tool_call_id,
+        run_id=row.run_id,
+        tool=row.tool,
+        arguments=row.arguments,
+        fingerprint=row.fingerprint,
+        status=row.status,
+        decided_arguments=row.decided_arguments,
+        reason=row.reason,
+        job_id=row.job_id,
+        created_at=row.created_at,
+        decided_at=row.decided_at,
     )
 
 

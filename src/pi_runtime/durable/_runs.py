@@ -10,7 +10,8 @@ from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message
-from . import _jobs, _rows, _sessions, _waits
+from ..tools import PendingApproval
+from . import _approvals, _jobs, _rows, _sessions, _waits
 from . import schema as t
 from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_json, check_lease, new_id
@@ -183,15 +184,16 @@ def finish_run(
     result: dict[str, Any] | None,
     messages: Sequence[Message],
     waits: Sequence[tuple[str, str]],
+    approvals: Sequence[PendingApproval] = (),
 ) -> FinishedRun:
-    """End a run the caller holds: its new messages, its waits, its result and the session
-    status, together. A run ending `awaiting` whose results all arrived meanwhile is
-    continued at once."""
+    """End a run the caller holds: its new messages, its waits (on jobs, and on a
+    person's decision: `approvals`), its result and the session status, together. A run
+    ending `awaiting` whose results all arrived meanwhile is continued at once."""
     if status not in RUN_FINAL:
         raise UserError(f"a run finishes as one of {', '.join(sorted(RUN_FINAL))}, not {status!r}")
     if result is not None:
         check_json("run result", result)
-    if waits and status != "awaiting":
+    if (waits or approvals) and status != "awaiting":
         raise UserError("only a run that ends awaiting registers waits")
     session_id = _require_run(tx, run_id).session_id
     session = tx.lock_session(session_id)
@@ -199,15 +201,17 @@ def finish_run(
     _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session)
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
+    _approvals.register(tx, session_id, run_id, approvals)
     _end(tx, run_id, status, stop_reason, result)
-    tx.set_session_status(session_id, _SESSION_AFTER[status])
+    after = "awaiting_approval" if approvals else _SESSION_AFTER[status]
+    tx.set_session_status(session_id, after)
     if status != "awaiting":
         cancelled = _cancel_launched(tx, session_id, messages)
         return FinishedRun(
             run=_require_run(tx, run_id), continuation=None, jobs_cancelled=cancelled
         )
-    if _waits.count(tx, run_id) == 0:
-        raise UserError("a run that ends awaiting must wait for at least one job")
+    if _waits.count(tx, run_id) == 0 and not approvals:
+        raise UserError("a run that ends awaiting must wait for at least one job or decision")
     continuation = queue_continuation(tx, session_id, run_id)
     return FinishedRun(run=_require_run(tx, run_id), continuation=continuation)
 
@@ -233,13 +237,19 @@ def queue_continuation(
     tx: Tx, session_id: str, parent_run_id: str, *, take: tuple[str, float] | None = None
 ) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
-    awaits was delivered (none pending, none cancelled). With `take` (owner, lease_s) it
-    starts running under that lease instead: the caller runs it without a second claim."""
+    awaits was delivered (none pending, none cancelled) and every call waiting for a
+    person was decided. With `take` (owner, lease_s) it starts running under that lease
+    instead: the caller runs it without a second claim."""
     parent = _require_run(tx, parent_run_id)
     if parent.status != "awaiting":
         return None  # still running: its own finish will continue it
     states = _waits.states(tx, parent_run_id)
-    if states != {"delivered"}:  # still waiting, or the wait was cancelled
+    decisions = _approvals.states(tx, parent_run_id)
+    if not states and not decisions:
+        return None
+    if states - {"delivered"}:  # still waiting, or the wait was cancelled
+        return None
+    if decisions - {"approved", "rejected"}:  # a person has yet to decide, or cancelled
         return None
     already = tx.conn.execute(
         select(t.runs.c.id).where(t.runs.c.parent_run_id == parent_run_id)

@@ -1,6 +1,7 @@
 """`SqlStore`: the `Store` over SQLAlchemy Core, each method one transaction.
 
-It joins one mixin per concern (`_sql_state.py`, `_sql_work.py`, `_sql_data.py`) over
+It joins one mixin per concern (`_sql_state.py`, `_sql_work.py`, `_sql_approvals.py`,
+`_sql_data.py`) over
 `SqlBase`, which runs the transactions; the operations themselves are the functions of
 the `_*.py` modules.
 """
@@ -8,6 +9,7 @@ the `_*.py` modules.
 from __future__ import annotations
 
 from . import _claims
+from ._sql_approvals import ApprovalsSql
 from ._sql_base import Clock, SqlBase, utc_now
 from ._sql_data import DataSql
 from ._sql_state import RunsSql, SessionsSql
@@ -18,7 +20,7 @@ from .store import DEFAULT_LEASE_S
 __all__ = ["Clock", "SqlStore", "utc_now"]
 
 
-class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, DataSql, SqlBase):
+class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, ApprovalsSql, DataSql, SqlBase):
     """The operations shared by both backends."""
 
     def claim_work(

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..messages import Message
+from ..tools import PendingApproval
 from . import _delivery, _runs, _sessions
 from ._sql_base import SqlBase
 from .records import CancelResult, FinishedRun, RunRecord, SessionRecord, StoredMessage
@@ -91,6 +92,7 @@ class RunsSql(SqlBase):
         result: dict[str, Any] | None = None,
         messages: Sequence[Message] = (),
         waits: Sequence[tuple[str, str]] = (),
+        approvals: Sequence[PendingApproval] = (),
     ) -> FinishedRun:
         return self._do(
             lambda tx: _runs.finish_run(
@@ -102,6 +104,7 @@ class RunsSql(SqlBase):
                 result=result,
                 messages=messages,
                 waits=waits,
+                approvals=approvals,
             )
         )
 

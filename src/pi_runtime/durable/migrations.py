@@ -32,12 +32,27 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
+# Tables later migrations add: the first one leaves them to those.
+_LATER = frozenset({"approvals"})
+
+
 def _initial(conn: Connection) -> None:
-    tables = [table for table in t.metadata.sorted_tables if table is not t.schema_migrations]
+    tables = [
+        table
+        for table in t.metadata.sorted_tables
+        if table is not t.schema_migrations and table.name not in _LATER
+    ]
     t.metadata.create_all(conn, tables=tables, checkfirst=False)
 
 
-MIGRATIONS: tuple[Migration, ...] = (Migration("0001_initial", _initial),)
+def _approvals(conn: Connection) -> None:
+    t.approvals.create(conn, checkfirst=False)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", _initial),
+    Migration("0002_approvals", _approvals),
+)
 
 
 def applied_migrations(conn: Connection) -> list[str]:

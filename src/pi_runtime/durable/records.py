@@ -13,12 +13,14 @@ from ..data.storage import PageRecord as PageRecord
 from ..data.storage import ReferenceRecord as ReferenceRecord
 from ..data.storage import SnapshotRecord as SnapshotRecord
 from ..messages import Message
+from ..tools import PendingApproval
 
 SessionStatus: TypeAlias = Literal[
     "idle",  # created, no run yet
     "queued",  # a run is queued for it
     "running",  # a run holds it
     "awaiting_server_tool",  # its last run ended waiting for async results
+    "awaiting_approval",  # its last run ended waiting for a person to decide on calls
     "completed",  # its last run completed
     "stopped",  # its last run was stopped by a guard
     "failed",  # its last run failed
@@ -33,6 +35,7 @@ JobStatus: TypeAlias = Literal[
     "queued", "running", "succeeded", "failed", "cancelled", "outcome_unknown"
 ]
 WaitStatus: TypeAlias = Literal["pending", "delivered", "cancelled"]
+ApprovalStatus: TypeAlias = Literal["pending", "approved", "rejected", "cancelled"]
 EventKind: TypeAlias = Literal["completed", "failed"]
 # How an outbox event ended: appended to its session, skipped as a second copy, or
 # dropped because its wait was cancelled.
@@ -43,6 +46,7 @@ SESSION_STATUSES: tuple[SessionStatus, ...] = (
     "queued",
     "running",
     "awaiting_server_tool",
+    "awaiting_approval",
     "completed",
     "stopped",
     "failed",
@@ -183,6 +187,51 @@ class WaitRecord:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRecord:
+    """A session's tool call waiting for (or given) a person's decision.
+
+    Attributes:
+        run_id: the run that ended awaiting this decision.
+        arguments: the call's arguments as the gate checked them; `fingerprint` is theirs.
+        status: `pending`, `approved` (it runs as job `job_id`, awaited like a background
+            call), `rejected` (answered with `reason`) or `cancelled` (the session was).
+        decided_arguments: the arguments it was approved with (edited, or the same).
+    """
+
+    session_id: str
+    tool_call_id: str
+    run_id: str
+    tool: str
+    arguments: dict[str, Any]
+    fingerprint: str
+    status: ApprovalStatus
+    decided_arguments: dict[str, Any] | None
+    reason: str | None
+    job_id: str | None
+    created_at: datetime
+    decided_at: datetime | None
+
+    @property
+    def pending(self) -> PendingApproval:
+        """As `RunResult.pending_approvals` lists it."""
+        return PendingApproval(
+            call_id=self.tool_call_id,
+            tool=self.tool,
+            arguments=self.arguments,
+            fingerprint=self.fingerprint,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decided:
+    """A decision as stored: the approval, and the continuation queued by it (running
+    under the decider's lease when it asked to take it), if it was the last awaited."""
+
+    approval: ApprovalRecord
+    continuation: RunRecord | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutboxEvent:
     """A claimed notice that a job finished, with what delivering it needs.
 
@@ -234,3 +283,4 @@ class CancelResult:
     waits_cancelled: tuple[str, ...]  # tool_call_ids, each answered with a `cancelled` error
     runs_cancelled: tuple[str, ...]
     jobs_cancelled: tuple[str, ...]
+    approvals_cancelled: tuple[str, ...] = ()  # calls no person decided on, answered the same

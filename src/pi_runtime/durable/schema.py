@@ -188,6 +188,27 @@ waits = Table(
     Index("ix_waits_run", "run_id"),
 )
 
+# A tool call waiting for a person: pending until approved (it then runs as the job
+# `job_id`, awaited like a background call) or rejected (answered with `reason`).
+approvals = Table(
+    "approvals",
+    metadata,
+    Column("session_id", Text, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("tool_call_id", Text, nullable=False),
+    Column("run_id", Text, ForeignKey("runs.id"), nullable=False),
+    Column("tool", Text, nullable=False),
+    Column("arguments", _json(), nullable=False),
+    Column("fingerprint", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("decided_arguments", _json(), nullable=True),
+    Column("reason", Text, nullable=True),
+    Column("job_id", Text, ForeignKey("jobs.id"), nullable=True),
+    _ts("created_at"),
+    _ts("decided_at", nullable=True),
+    PrimaryKeyConstraint("session_id", "tool_call_id", name="pk_approvals"),
+    Index("ix_approvals_run", "run_id"),
+)
+
 snapshots = Table(
     "snapshots",
     metadata,

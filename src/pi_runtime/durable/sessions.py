@@ -32,8 +32,8 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
-from ..observe import Event
-from ..tools import Launcher, ToolSpec
+from ..observe import ApprovalGranted, ApprovalRejected, Event
+from ..tools import Launcher, ToolSpec, fingerprint
 from ._lease import Heartbeat
 from .errors import Conflict, LeaseLost
 from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe, definition_here, stored_recipe
@@ -235,6 +235,7 @@ async def run_held(
     choice = given.get("tool_choice") if run.kind == "user" else "auto"
     stored = await asyncio.to_thread(store.load_messages, run.session_id)
     history = [s.message for s in stored]
+    prelude = await asyncio.to_thread(decisions_of, store, run)
     options: dict[str, Any] = {
         "history": history,
         "session_id": run.session_id,
@@ -245,6 +246,8 @@ async def run_held(
             store, run, owner, lease_s=lease_s, max_attempts=job_max_attempts
         ),
     }
+    if prelude:  # a continuation (no prompt): `agent.run` opens its trace with them
+        options["_prelude"] = prelude
     task = asyncio.create_task(_execute(agent, prompt, options, on_event))
 
     def renew() -> None:
@@ -282,8 +285,41 @@ async def run_held(
         result=summary(result),
         messages=new,
         waits=result.waits if result.status == "awaiting" else (),
+        approvals=result.pending_approvals if result.status == "awaiting" else (),
     )
     return SessionTurn(run=finished.run, result=result, continuation=finished.continuation)
+
+
+def decisions_of(store: TurnStore, run: RunRecord) -> tuple[Event, ...]:
+    """The decisions a continuation starts from: those a person took on the calls its
+    parent run left waiting, as the events that open its trace."""
+    if run.kind != "server_result" or run.parent_run_id is None:
+        return ()
+    events: list[Event] = []
+    for a in store.list_approvals(run.session_id):
+        if a.run_id != run.parent_run_id:
+            continue
+        if a.status == "approved" and a.decided_arguments is not None:
+            edited = fingerprint(a.decided_arguments) != a.fingerprint
+            events.append(
+                ApprovalGranted(
+                    tool_call_id=a.tool_call_id,
+                    name=a.tool,
+                    fingerprint=a.fingerprint,
+                    arguments=a.decided_arguments,
+                    edited=edited,
+                )
+            )
+        elif a.status == "rejected":
+            events.append(
+                ApprovalRejected(
+                    tool_call_id=a.tool_call_id,
+                    name=a.tool,
+                    fingerprint=a.fingerprint,
+                    reason=a.reason or "",
+                )
+            )
+    return tuple(events)
 
 
 async def _execute(

@@ -17,9 +17,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..data.storage import DataStore
 from ..messages import Message, ToolResultMessage
+from ..tools import PendingApproval
 from ._watch import Watch
 from .records import (
+    ApprovalRecord,
     CancelResult,
+    Decided,
     Delivery,
     FinishedRun,
     JobRecord,
@@ -115,10 +118,12 @@ class RunStore(Protocol):
         result: dict[str, Any] | None = None,
         messages: Sequence[Message] = (),
         waits: Sequence[tuple[str, str]] = (),
+        approvals: Sequence[PendingApproval] = (),
     ) -> FinishedRun:
         """End a held run: append its new `messages`, register its `waits`
-        (`(tool_call_id, job_id)`, status `awaiting` only), record `result`, set the
-        session's status; queue the continuation if every awaited result already arrived.
+        (`(tool_call_id, job_id)`) and its calls waiting for a person (`approvals`)
+        (status `awaiting` only), record `result`, set the session's status; queue the
+        continuation if every awaited result already arrived.
         A run ending otherwise cancels the unfinished jobs of the tool calls in
         `messages` (it answered them `cancelled`)."""
         ...
@@ -233,7 +238,62 @@ class Outbox(Protocol):
 
 
 @runtime_checkable
-class Store(SessionStore, RunStore, JobQueue, Outbox, DataStore, Protocol):
+class Approvals(Protocol):
+    """Tool calls waiting for a person, and the decisions on them (each taken once)."""
+
+    def list_approvals(self, session_id: str) -> list[ApprovalRecord]: ...
+
+    def approve_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        arguments: dict[str, Any],
+        fingerprint: str | None = None,
+        owner: str,
+        lease_s: float = DEFAULT_LEASE_S,
+        retry_safe: bool = True,
+        max_attempts: int = 3,
+    ) -> ApprovalRecord:
+        """Approve a pending call to run with `arguments`: it becomes a job of the session,
+        running under `owner`'s lease and awaited by the waiting run. NotFound if no such
+        call waits; Conflict if it was decided already, or its fingerprint is not
+        `fingerprint` (when given) or no longer that of its stored arguments."""
+        ...
+
+    def settle_approval(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        message: ToolResultMessage,
+        *,
+        owner: str,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Decided:
+        """The approved call ran: end its job (held by `owner`), deliver `message` under
+        the call's id, and queue the continuation (running under `owner`'s lease) if
+        nothing else is awaited — one transaction. LeaseLost if a worker took the job."""
+        ...
+
+    def reject_call(
+        self,
+        session_id: str,
+        tool_call_id: str,
+        *,
+        reason: str,
+        message: ToolResultMessage,
+        fingerprint: str | None = None,
+        owner: str | None = None,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> Decided:
+        """Reject a pending call: answer it with `message` (a `rejected` tool error) and
+        queue the continuation if nothing else is awaited (running under `owner`'s lease,
+        when given) — one transaction. Refused as `approve_call` is."""
+        ...
+
+
+@runtime_checkable
+class Store(SessionStore, RunStore, JobQueue, Outbox, Approvals, DataStore, Protocol):
     """Implemented by `SQLiteStore` and `PostgresStore`; made by `open_store(url)`."""
 
     @property
@@ -277,5 +337,6 @@ class Store(SessionStore, RunStore, JobQueue, Outbox, DataStore, Protocol):
 
 
 @runtime_checkable
-class TurnStore(SessionStore, RunStore, JobQueue, Protocol):
-    """What running a turn needs: its session, its run, and the jobs it launches."""
+class TurnStore(SessionStore, RunStore, JobQueue, Approvals, Protocol):
+    """What running a turn needs: its session, its run, the jobs it launches, and the
+    decisions a continuation starts from."""

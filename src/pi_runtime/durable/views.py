@@ -6,7 +6,10 @@
      "runs":  [{"run_id", "kind", "status", "stop_reason", "parent_run_id", "attempts",
                 "created_at", "started_at", "finished_at", "output", "error"}, …],
      "waits": [{"tool_call_id", "job_id", "status", "run_id"}, …],
-     "jobs":  [{"job_id", "tool", "tool_call_id", "status", "attempts", "error"}, …]}
+     "jobs":  [{"job_id", "tool", "tool_call_id", "status", "attempts", "error"}, …],
+     "pending_approvals": [{"call_id", "tool", "arguments", "fingerprint", "run_id"}, …],
+     "approvals": [{"call_id", "tool", "arguments", "fingerprint", "status", "run_id",
+                    "decided_arguments", "reason", "job_id", "created_at", "decided_at"}, …]}
 
 Messages have the shape of `RunResult.messages` (tool results with their
 `tool_call_id`), plus their place `seq` and the `run_id` that wrote them.
@@ -19,7 +22,7 @@ from typing import Any
 
 from ..messages import message_to_dict
 from .errors import NotFound
-from .records import RunRecord
+from .records import ApprovalRecord, RunRecord
 from .store import Store
 
 
@@ -65,6 +68,30 @@ def session_view(store: Store, session_id: str) -> dict[str, Any]:
                 "error": j.error,
             }
             for j in store.list_jobs(session_id)
+        ],
+        **approvals_view(store.list_approvals(session_id)),
+    }
+
+
+def approvals_view(approvals: list[ApprovalRecord]) -> dict[str, Any]:
+    """The calls waiting for a person (as `RunResult.pending_approvals` lists them, with
+    their run) and every decision taken."""
+    return {
+        "pending_approvals": [
+            {**a.pending.to_dict(), "run_id": a.run_id} for a in approvals if a.status == "pending"
+        ],
+        "approvals": [
+            {
+                **a.pending.to_dict(),
+                "status": a.status,
+                "run_id": a.run_id,
+                "decided_arguments": a.decided_arguments,
+                "reason": a.reason,
+                "job_id": a.job_id,
+                "created_at": _time(a.created_at),
+                "decided_at": _time(a.decided_at),
+            }
+            for a in approvals
         ],
     }
 

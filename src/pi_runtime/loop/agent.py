@@ -47,6 +47,7 @@ from ..tools.retrieval import ToolRetriever
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
+from .decisions import Decisions
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
 from .run_result import RunResult, status_of, usage_source
@@ -54,7 +55,7 @@ from .runner import Driver
 from .state import RunState
 
 
-class Agent:
+class Agent(Decisions):
     """An agent: a model, the tools it may call, and the guards of its runs.
 
     Args:
@@ -80,6 +81,8 @@ class Agent:
             `required`, `none` or a tool name); `run(next_tool_choice=…)` overrides it.
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
+        approval: names of tools whose calls wait for a person's approval (besides those
+            marked `@tool(requires_approval=True)`); see `approve` and `reject`.
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -102,6 +105,7 @@ class Agent:
         settings: ModelSettings | None = None,
         tool_choice: str = "auto",
         trace_dir: str | Path | bool | None = None,
+        approval: Iterable[str] = (),
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -118,6 +122,14 @@ class Agent:
         unknown = sorted((self.allow or frozenset()) - set(names))
         if unknown:
             raise UserError(f"allow names tools the agent does not have: {', '.join(unknown)}")
+        if isinstance(approval, str):
+            raise UserError(f"approval must be a list of tool names, got {approval!r}")
+        given = frozenset(approval)
+        if given - set(names):
+            missing = ", ".join(sorted(given - set(names)))
+            raise UserError(f"approval names tools the agent does not have: {missing}")
+        self.approval = given | {s.name for s in self.tools if s.requires_approval}
+        self._decided: set[tuple[str, str]] = set()  # (session, call) decided in memory
         if limits is not None and not isinstance(limits, Limits):
             raise UserError(f"limits must be a Limits, got {limits!r}")
         self.limits = limits or Limits()
@@ -200,6 +212,7 @@ class Agent:
         launcher: Launcher | None = None,
         request_elapsed_s: float = 0.0,
         _live: asyncio.Queue[Event] | None = None,
+        _prelude: Sequence[Event] = (),
     ) -> RunResult:
         """Run the agent on `prompt` until it answers or a guard stops it.
 
@@ -243,6 +256,7 @@ class Agent:
             session_id=session,
             retry_base_s=self.limits.retry_base_s,
             launcher=launcher,
+            approval=self.approval,
         )
         offered = tuple(s.definition for s in gate.offered)
         runtime = runtime_block(offered, mode="tools" if offered else "chat")
@@ -283,6 +297,8 @@ class Agent:
                 runtime=runtime,
             )
         )
+        for event in _prelude:  # decisions this continuation starts from (approvals)
+            recorder.emit(event)
         ids = {"run_id": run_id, "session_id": session}
         try:
             try:
@@ -476,6 +492,7 @@ def _finish(
         session_id=session_id,
         error=state.error,
         waits=state.waits,
+        pending_approvals=state.approvals,
         contract_errors=state.contract_errors,
         usage_source=usage_source(recorder.events),
         events=tuple(recorder.events),

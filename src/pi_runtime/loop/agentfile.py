@@ -5,6 +5,7 @@
     tools = ["tools:TOOLS"]                 # MODULE:ATTR, importable from this file's folder
                                             # (from above its package, if it is in one)
     allow = ["get_weather"]
+    approval = ["cancel_booking"]           # calls wait for a person: `pi approve` / `pi reject`
     tool_choice = "get_weather"             # the first call of each request only
     output = "contract.json"                # a JSON Schema file (or [output] schema = …,
                                             # name, strict, max_repairs, fallback)

@@ -74,6 +74,8 @@ class AgentDefinition:
         import_path: the folder tool modules import from (an agent file's own folder).
         job_max_attempts: how often a background job may be interrupted (a worker dying)
             and started again before it fails.
+        approval: tools whose calls wait for a person's approval (besides those marked
+            `@tool(requires_approval=True)`).
         source: the file the definition was read from, if any (for messages only).
     """
 
@@ -91,6 +93,7 @@ class AgentDefinition:
     import_path: str | None = None
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
     source: str | None = None
+    approval: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -112,6 +115,7 @@ class AgentDefinition:
         data = {item.name: getattr(self, item.name) for item in fields(self)}
         data["tools"] = list(self.tools)
         data["allow"] = None if self.allow is None else list(self.allow)
+        data["approval"] = list(self.approval)
         return data
 
     def with_overrides(self, **changes: Any) -> AgentDefinition:
@@ -170,6 +174,7 @@ class AgentDefinition:
                 limits=Limits(**merged),
                 tool_choice=self.tool_choice or "auto",
                 trace_dir=trace_dir,
+                approval=self.approval,
             )
         except DefinitionError:
             raise
@@ -196,6 +201,7 @@ def _blame(message: str) -> str:
     """The key an Agent constructor's complaint is about (best effort)."""
     for key, words in (
         ("allow", ("allow names",)),
+        ("approval", ("approval names", "approval must")),
         ("tool_choice", ("tool_choice", "next_tool_choice")),
         ("tools", ("two tools share", "@tool")),
         ("output", ("contract",)),
@@ -331,6 +337,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "import_path": _optional_str,
     "job_max_attempts": _job_attempts,
     "source": _optional_str,
+    "approval": _names,
 }
 
 

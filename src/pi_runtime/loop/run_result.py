@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeAlias
 
 from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
 from ..observe import Event
+from ..tools import PendingApproval
 
 UsageSource: TypeAlias = Literal["provider", "counted", "mixed"]
 
@@ -47,6 +48,8 @@ class RunResult:
     error: str | None = None
     waits: tuple[tuple[str, str], ...] = ()
     """(tool_call_id, job_id) of the background jobs an `awaiting` run waits for."""
+    pending_approvals: tuple[PendingApproval, ...] = ()
+    """The calls an `awaiting_approval` run waits for a person to approve or reject."""
     contract_errors: tuple[str, ...] = ()
     """Why the last answer missed the output contract (`contract_violation`)."""
     usage_source: UsageSource = "provider"
@@ -78,6 +81,7 @@ class RunResult:
             "error": self.error,
             "contract_errors": list(self.contract_errors),
             "waits": [{"tool_call_id": c, "job_id": j} for c, j in self.waits],
+            "pending_approvals": [p.to_dict() for p in self.pending_approvals],
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

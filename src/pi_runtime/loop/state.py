@@ -7,7 +7,7 @@ from typing import Any
 
 from ..messages import AssistantMessage, Message, StopReason, Usage
 from ..observe import LoopPhase
-from ..tools import ToolOutcome
+from ..tools import PendingApproval, ToolOutcome
 
 
 # no slots, unlike the messages and events: a state is copied four times a turn, and a
@@ -34,6 +34,7 @@ class RunState:
         tool_calls: tool calls the model made for the request, earlier runs included.
         tool_limit_notice: the model was told the request's tool calls are used up.
         waits: (tool_call_id, job_id) of calls whose results background jobs compute.
+        approvals: calls waiting for a person's approval.
         repairs: contract repair turns sent for the request.
     """
 
@@ -56,6 +57,7 @@ class RunState:
     tool_calls: int = 0
     tool_limit_notice: bool = False
     waits: tuple[tuple[str, str], ...] = ()
+    approvals: tuple[PendingApproval, ...] = ()
     repairs: int = 0
     contract_errors: tuple[str, ...] = ()
     stop_reason: StopReason | None = None

@@ -24,6 +24,7 @@ from ..messages import (
 )
 from ..messages.canonical import action_hash, text_hash
 from ..observe import (
+    ApprovalRequested,
     Event,
     GuardTriggered,
     JobStarted,
@@ -181,11 +182,24 @@ def act(
     results = list(state.results)
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
+    approvals = [o.approval for o in outcomes if o.approval is not None]
     if digests is None:
         digests = [action_hash(o.call.name, o.call.arguments, o.call.raw) for o in outcomes]
     for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
         actions.append(act_hash)
+        if outcome.approval is not None:
+            # checked, not run: a person decides (the call counts for loop detection now)
+            pending = outcome.approval
+            events.append(
+                ApprovalRequested(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    arguments=pending.arguments,
+                    fingerprint=pending.fingerprint,
+                )
+            )
+            continue
         if message is None:
             # a background job computes this result; the run will wait for it. The call
             # counts for loop detection now, its result for no-progress once delivered.
@@ -234,6 +248,7 @@ def act(
     changes = {
         "messages": messages,
         "waits": state.waits + tuple(waits),
+        "approvals": state.approvals + tuple(approvals),
         "outcomes": outcomes,
         "consecutive_errors": consecutive,
         "actions": tuple(actions[-KEEP:]),
@@ -242,6 +257,12 @@ def act(
     }
     if fatal is not None:
         stopped, more = finish(replace(state, **changes), *fatal)  # type: ignore[arg-type]
+        return stopped, events + more
+    if approvals:
+        detail = f"waiting for a person to approve {len(approvals)} call(s)"
+        if waits:
+            detail += f" and for {len(waits)} background job(s)"
+        stopped, more = finish(replace(state, **changes), "awaiting_approval", detail)  # type: ignore[arg-type]
         return stopped, events + more
     if waits:
         detail = f"waiting for {len(waits)} background job(s)"

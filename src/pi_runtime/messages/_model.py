@@ -23,6 +23,7 @@ StopReason: TypeAlias = Literal[
     "contract_violation",
     "cancelled",
     "awaiting_tool",
+    "awaiting_approval",
     "internal_error",
 ]
 RunStatus: TypeAlias = Literal["completed", "stopped", "failed", "awaiting"]
@@ -45,6 +46,7 @@ STOP_STATUS: dict[StopReason, RunStatus] = {
     "contract_violation": "failed",
     "internal_error": "failed",
     "awaiting_tool": "awaiting",
+    "awaiting_approval": "awaiting",
 }
 
 

@@ -44,6 +44,8 @@ class ToolErrorKind(StrEnum):
     MISSING_RESULT = "missing_result"
     OUTCOME_UNKNOWN = "outcome_unknown"
     ATTEMPTS_EXHAUSTED = "attempts_exhausted"
+    # a person declined a call that needed their approval
+    REJECTED = "rejected"
     # the data plane: tasks, references, cursors
     TASK_FAILED = "task_failed"
     TASK_CANCELLED = "task_cancelled"
@@ -82,6 +84,8 @@ TOOL_ERROR_HINTS: Mapping[ToolErrorKind, str] = {
     K.OUTCOME_UNKNOWN: "check the effect before calling the tool again",
     K.ATTEMPTS_EXHAUSTED: "The job was interrupted too often. Try a smaller task, or tell "
     "the user it could not finish.",
+    K.REJECTED: "A person declined this call and it did not run. Do not call it again as "
+    "it was: follow the reason given, or tell the user what was declined and why.",
     K.TASK_FAILED: "Fix the arguments or the approach and start the task again; it has no "
     "result pages.",
     K.TASK_CANCELLED: "The task was cancelled and has no result pages. Start it again if "

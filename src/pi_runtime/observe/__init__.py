@@ -1,6 +1,9 @@
 """Observe: run events, JSONL traces and per-run metrics."""
 
 from .events import (
+    ApprovalGranted,
+    ApprovalRejected,
+    ApprovalRequested,
     ContractChecked,
     Event,
     GuardTriggered,
@@ -33,6 +36,9 @@ from .wire import event_from_dict, event_to_dict, event_to_json
 
 __all__ = [
     "TRACE_DIR_ENV",
+    "ApprovalGranted",
+    "ApprovalRejected",
+    "ApprovalRequested",
     "ContractChecked",
     "Event",
     "GuardTriggered",

@@ -148,6 +148,42 @@ class JobStarted:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested:
+    """A call needing a person's approval passed the gate's checks and waits, not run."""
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    tool_call_id: str
+    name: str
+    arguments: dict[str, Any]
+    fingerprint: str
+    """SHA-256 of the canonical arguments: the decision is bound to it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalGranted:
+    """A person approved a waiting call; it ran with `arguments` (`edited`: not the
+    model's, which `fingerprint` is of)."""
+
+    kind: Literal["approval_granted"] = "approval_granted"
+    tool_call_id: str
+    name: str
+    fingerprint: str
+    arguments: dict[str, Any]
+    edited: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRejected:
+    """A person rejected a waiting call: it did not run, and the model reads `reason`."""
+
+    kind: Literal["approval_rejected"] = "approval_rejected"
+    tool_call_id: str
+    name: str
+    fingerprint: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContractChecked:
     """A final answer was checked against the output contract."""
 
@@ -222,6 +258,9 @@ Event: TypeAlias = (
     | ContractChecked
     | ToolsSelected
     | JobStarted
+    | ApprovalRequested
+    | ApprovalGranted
+    | ApprovalRejected
     | SecurityAudit
     | ModelDelta
     | RunFinished

@@ -13,7 +13,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..messages import TextBlock
-from .events import Event, GuardTriggered, ModelErrorEvent, ModelResponded, RunFinished, ToolResult
+from .events import (
+    ApprovalRequested,
+    Event,
+    GuardTriggered,
+    ModelErrorEvent,
+    ModelResponded,
+    RunFinished,
+    ToolResult,
+)
 
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s*")
 
@@ -55,6 +63,9 @@ def project_for_user(event: Event) -> list[UserUpdate]:
                 ok=not event.is_error,
             )
         ]
+    if isinstance(event, ApprovalRequested):
+        text = f"{event.name}: waiting for a person's approval"
+        return [UserUpdate(kind="progress", text=text, tool=event.name)]
     if isinstance(event, ModelErrorEvent) and event.retry_in_ms is not None:
         return [UserUpdate(kind="progress", text="the model is busy; retrying", ok=False)]
     if isinstance(event, GuardTriggered):

@@ -1,6 +1,7 @@
 """Tools: `@tool` specs, the error classifier, the gate every call passes, and the one
 `execute` that runs a call inline or as a background job."""
 
+from .approval import PendingApproval, check_edited, fingerprint
 from .classify import ErrorClass, classify
 from .execute import Attempt, Execution, backoff, call_key, execute, idempotency_key
 from .gate import Gate, Launcher, ToolOutcome
@@ -22,15 +23,18 @@ __all__ = [
     "Execution",
     "Gate",
     "Launcher",
+    "PendingApproval",
     "ResultFormat",
     "ToolOutcome",
     "ToolSpec",
     "backoff",
     "call_key",
+    "check_edited",
     "classify",
     "encode_result",
     "encode_text",
     "execute",
+    "fingerprint",
     "idempotency_key",
     "tool",
     "truncate_result",

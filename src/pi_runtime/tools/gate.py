@@ -1,7 +1,7 @@
 """The gate: every tool call the model makes passes here before and after it runs.
 
 Order: unknown tool → permission → truncated call → argument size → JSON → schema →
-idempotency key → execute with timeout → classify failures → retry transient ones →
+approval (a call needing one stops here, pending) → idempotency key → execute with timeout → classify failures → retry transient ones →
 encode and cut the result. A truncated call is checked before its JSON because its JSON
 is expected to be broken: the model must hear that its output was cut, not that it wrote
 bad JSON. Every outcome is a tool-result message; nothing raises.
@@ -24,6 +24,7 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
+from .approval import PendingApproval
 from .arguments import ArgumentSchema, BadArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
@@ -42,7 +43,8 @@ class ToolOutcome:
 
     call: ToolCall
     message: ToolResultMessage | None
-    """None only while a background job computes the result (`job_id` says which)."""
+    """None only while a background job computes the result (`job_id` says which) or a
+    person has yet to approve the call (`approval`)."""
     error_class: ErrorClass | None
     executed: bool
     attempts: tuple[Attempt, ...] = ()
@@ -50,6 +52,7 @@ class ToolOutcome:
     result_bytes: int = 0
     result_truncated: bool = False
     job_id: str | None = None
+    approval: PendingApproval | None = None
 
     @property
     def is_error(self) -> bool:
@@ -67,6 +70,8 @@ class Gate:
         retry_max_s: backoff cap.
         launcher: starts a job for a background tool's call and returns its id; without
             one, background tools run inline like any other.
+        approval: names of tools whose calls wait for a person's approval (besides those
+            marked `requires_approval`).
     """
 
     def __init__(
@@ -79,8 +84,10 @@ class Gate:
         retry_max_s: float = 8.0,
         rng: random.Random | None = None,
         launcher: Launcher | None = None,
+        approval: Collection[str] = (),
     ) -> None:
         self.tools = {t.name: t for t in tools}
+        self.approval = frozenset(approval) | {t.name for t in tools if t.requires_approval}
         self.allowed = frozenset(self.tools if allow is None else allow)
         self.session_id = session_id
         self.retry_base_s = retry_base_s
@@ -100,7 +107,9 @@ class Gate:
             return (await self.run(calls[0]),)
         return tuple(await asyncio.gather(*(self.run(c) for c in calls)))
 
-    async def run(self, call: ToolCall) -> ToolOutcome:
+    async def run(self, call: ToolCall, *, approved: bool = False) -> ToolOutcome:
+        """The outcome of `call`; `approved`: a person approved it (it runs, if it passes
+        the checks, even when its tool needs approval)."""
         spec = self.tools.get(call.name)
         if spec is None:
             names = ", ".join(sorted(self.allowed)) or "(none)"
@@ -134,6 +143,14 @@ class Gate:
         if isinstance(checked, BadArguments):
             return self._refuse(call, K.INVALID_ARGUMENTS, checked.message, checked.hint)
         arguments, kwargs = checked.arguments, checked.kwargs
+        if not approved and spec.name in self.approval:
+            return ToolOutcome(
+                call=call,
+                message=None,
+                error_class=None,
+                executed=False,
+                approval=PendingApproval.of(call.id, call.name, arguments),
+            )
         key = call_key(spec, self.session_id, call.id)
         if spec.background and self.launcher is not None:
             job_id = await self.launcher(call, spec, arguments, key)

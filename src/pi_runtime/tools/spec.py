@@ -98,6 +98,8 @@ class ToolSpec:
         max_result_bytes: results longer than this are cut, with a marker and the size.
         background: a long tool: with a durable store, a call starts a job and the run
             ends `awaiting`; the result reaches the conversation when the job is done.
+        requires_approval: a call is checked but not run until a person approves it: the
+            run ends `awaiting_approval` (see `pi_runtime.tools.approval`).
     """
 
     name: str
@@ -115,6 +117,7 @@ class ToolSpec:
     max_result_bytes: int = 16_000
     background: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    requires_approval: bool = False
 
     @property
     def definition(self) -> ToolDefinition:
@@ -169,6 +172,7 @@ def _build(
     retries: int,
     max_result_bytes: int,
     background: bool = False,
+    requires_approval: bool = False,
 ) -> ToolSpec:
     if not callable(function):
         raise UserError(f"@tool needs a function, got {function!r}")
@@ -242,6 +246,7 @@ def _build(
         retries=retries,
         max_result_bytes=max_result_bytes,
         background=background,
+        requires_approval=requires_approval,
     )
 
 
@@ -260,6 +265,7 @@ def tool(
     retries: int = 2,
     max_result_bytes: int = 16_000,
     background: bool = False,
+    requires_approval: bool = False,
 ) -> Callable[[Callable[..., Any]], ToolSpec]: ...
 
 
@@ -275,11 +281,13 @@ def tool(
     retries: int = 2,
     max_result_bytes: int = 16_000,
     background: bool = False,
+    requires_approval: bool = False,
 ) -> ToolSpec | Callable[[Callable[..., Any]], ToolSpec]:
     """Turn a function into a tool; its type hints and docstring become the schema.
 
     Use bare (`@tool`) or with options (`@tool(idempotent=False, timeout_s=5)`).
     A parameter named `idempotency_key` is filled by the runtime for non-idempotent tools.
+    With `requires_approval=True` a call runs only once a person approves it.
     """
     options = {
         "name": name,
@@ -290,6 +298,7 @@ def tool(
         "retries": retries,
         "max_result_bytes": max_result_bytes,
         "background": background,
+        "requires_approval": requires_approval,
     }
     if function is not None:
         return _build(function, **options)  # type: ignore[arg-type]
