@@ -24,6 +24,7 @@ from pi_runtime.messages import (
 )
 from pi_runtime.models import ModelRequest, ModelResponse
 from pi_runtime.observe import (
+    ChildRun,
     ContractChecked,
     Event,
     GuardTriggered,
@@ -73,6 +74,31 @@ ONE_OF_EACH: list[Event] = [
     ContractChecked(contract="c", attempt=1, ok=False, errors=("missing 'a'",)),
     ToolsSelected(turn=1, method="all", selected=("noop",), scores={"noop": 0.5}),
     JobStarted(tool_call_id="c1", name="noop", job_id="j"),
+    ChildRun(
+        tool_call_id="c1",
+        name="noop",
+        run_id="r2",
+        trace="r2.jsonl",
+        status="completed",
+        stop_reason="final_answer",
+        usage=Usage(input_tokens=3, output_tokens=1),
+    ),
+    RunStarted(
+        run_id="r2",
+        session_id="s2",
+        model="m",
+        system="",
+        tools=(),
+        limits={},
+        parent_run_id="r",
+        parent_call_id="c1",
+    ),
+    MessageAppended(
+        index=4,
+        message=ToolResultMessage(
+            tool_call_id="c1", name="noop", content="1", usage=Usage(input_tokens=3)
+        ),
+    ),
     SecurityAudit(tool_call_id="c1", name="noop", detail="denied"),
     ModelDelta(turn=1, delta="a"),
     RunFinished(

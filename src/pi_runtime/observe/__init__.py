@@ -1,6 +1,7 @@
 """Observe: run events, JSONL traces and per-run metrics."""
 
 from .events import (
+    ChildRun,
     ContractChecked,
     Event,
     GuardTriggered,
@@ -33,6 +34,7 @@ from .wire import event_from_dict, event_to_dict, event_to_json
 
 __all__ = [
     "TRACE_DIR_ENV",
+    "ChildRun",
     "ContractChecked",
     "Event",
     "GuardTriggered",
