@@ -239,6 +239,43 @@ def test_an_agent_called_directly_keeps_its_own_limits(tmp_path: Path) -> None:
     assert "parent_run_id" not in first_line  # the line keeps the shape it had before
 
 
+def test_a_child_cut_off_by_the_parents_cancellation_is_still_on_the_bill(
+    tmp_path: Path,
+) -> None:
+    started = asyncio.Event()
+
+    @tool
+    async def wait_forever() -> str:
+        """Waits."""
+        started.set()
+        await asyncio.sleep(3600)
+        return "never"
+
+    child_model = ScriptedModel([function_call("wait_forever", {}, usage=usage(100, 10))])
+    research = Agent(child_model, tools=[wait_forever], trace_dir=tmp_path).as_tool(
+        "research", "Looks facts up."
+    )
+    parent_model = ScriptedModel([function_call("research", {"task": "dig"}, usage=usage(5, 1))])
+    parent = Agent(parent_model, tools=[research], trace_dir=tmp_path)
+
+    async def cancel_mid_child() -> None:
+        task = asyncio.create_task(parent.run("go"))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(cancel_mid_child())
+
+    (trace,) = [p for p in tmp_path.glob("*.jsonl") if "parent_run_id" not in p.read_text()]
+    events = read_events(trace)
+    (child,) = [e for e in events if isinstance(e, ChildRun)]
+    assert (child.status, child.stop_reason) == ("stopped", "cancelled")
+    finished = events[-1]
+    assert finished.kind == "run_finished" and finished.stop_reason == "cancelled"
+    assert finished.usage.total_tokens == 6 + 110
+
+
 # --- failures --------------------------------------------------------------------------
 
 
@@ -369,6 +406,25 @@ def test_keep_history_keeps_the_childs_conversation_for_the_parent_run(tmp_path:
         "seen 2 task(s): first | second",
     ]
     assert tool_results(again)[0].content == "seen 1 task(s): first"
+
+
+def test_parallel_calls_to_a_child_with_history_take_turns(tmp_path: Path) -> None:
+    research = Agent(_echo_child(), trace_dir=tmp_path).as_tool(
+        "research", "Looks facts up.", keep_history=True
+    )
+    parent_model = ScriptedModel(
+        [
+            parallel_calls(
+                function_call("research", {"task": "first"}),
+                function_call("research", {"task": "second"}),
+            ),
+            text("done"),
+        ]
+    )
+    result = Agent(parent_model, tools=[research], trace_dir=tmp_path).run_sync("go")
+
+    seen = sorted(m.content for m in tool_results(result))
+    assert [s.split(":")[0] for s in seen] == ["seen 1 task(s)", "seen 2 task(s)"]
 
 
 # --- the prompt ------------------------------------------------------------------------

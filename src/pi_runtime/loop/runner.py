@@ -101,6 +101,9 @@ class Driver:
             self.state = self._apply(
                 t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
             )
+        except asyncio.CancelledError:
+            self.state = self._charge_unfinished(self.state)  # the run's ending counts it
+            raise
         return self.state
 
     def _settle(self, state: RunState) -> RunState:
