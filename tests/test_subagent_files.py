@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cli_support import pi_inprocess, pi_process
+from durable_support import *  # noqa: F403  (db_url: SQLite and PostgreSQL)
 from pi_runtime import Agent, UserError
 from pi_runtime.loop.agentfile import read_agent_file
 from pi_runtime.loop.definition import AgentDefinition
@@ -254,9 +255,9 @@ def test_pi_run_agent_runs_the_parent_and_its_subagent_in_a_subprocess(tmp_path:
     assert started["tools"] == ["tide_table"]  # the child's own allow-list
 
 
-def test_a_session_continues_with_the_stored_subagent(tmp_path: Path) -> None:
+def test_a_session_continues_with_the_stored_subagent(tmp_path: Path, db_url: str) -> None:
     path = scratch(tmp_path)
-    db = f"sqlite:///{tmp_path / 'pi.db'}"
+    db = db_url
     env = {"PI_TRACE_DIR": str(tmp_path / "traces")}
     first = pi_inprocess(
         "run", "When do we sail?", "--agent", str(path), "--session", "s1", "--db", db, "--json",

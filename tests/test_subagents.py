@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
+from durable_support import *  # noqa: F403  (store: SQLite and PostgreSQL)
 from pi_runtime import Agent, Limits, SecurityViolation, ToolError, Usage, tool
 from pi_runtime.context import OUTPUT_DISCIPLINE, SUBAGENT_DISCIPLINE
 from pi_runtime.data import DataPlane, MemoryDataStore
 from pi_runtime.data.answers import read_result_tool, spill_to
+from pi_runtime.durable import Store
 from pi_runtime.loop.carry import carry
 from pi_runtime.messages import (
     AssistantMessage,
@@ -534,6 +536,30 @@ def test_a_large_answer_is_a_reference_to_pages_the_parent_reads_on(tmp_path: Pa
     assert "page=1/" in first and "page=2/" in second
     assert len(first.encode()) <= 4000
     assert "finding 0:" in first and "finding 599:" not in first
+
+
+def test_a_large_answer_spilled_to_the_stores_data_plane_reads_back_whole(
+    tmp_path: Path, store: Store
+) -> None:
+    plane = DataPlane(store, owner="tester", page_bytes=3000)
+    report = _long_report() + "\n" + '数据|\\,"' * 900  # a long line of QRP1's specials
+    research = Agent(ScriptedModel([text(report)]), trace_dir=tmp_path).as_tool(
+        "research", "Looks facts up.", spill=spill_to(plane), max_answer_bytes=4000
+    )
+    parent_model = ScriptedModel([function_call("research", {"task": "dig"}), text("ok")])
+    result = Agent(parent_model, tools=[research], trace_dir=tmp_path).run_sync("go")
+
+    (page,) = tool_results(result)
+    found = re.search(r"x-ref=(ref:[^|\n]+)", page.content)
+    assert found is not None
+    rows = plane.rows(found.group(1), kind="answer")
+    lines: dict[int, str] = {}
+    for row in rows:
+        lines[row["n"]] = lines.get(row["n"], "") + row["text"]
+    assert "\n".join(lines[n] for n in sorted(lines)) == report
+    with pytest.raises(ToolError) as refused:  # the answer stays its owner's
+        plane.for_owner("someone-else").first_page(found.group(1))
+    assert refused.value.kind == "reference_forbidden"
 
 
 def test_a_large_answer_without_a_spill_is_cut_with_a_marker(tmp_path: Path) -> None:
