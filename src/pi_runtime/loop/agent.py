@@ -87,6 +87,8 @@ class Agent:
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
             a durable session's stored agent), else None.
+        instructions: the instructions the system prompt was rendered from (an output
+            contract's format included); `as_tool` renders them again for a sub-agent.
     """
 
     def __init__(
