@@ -27,6 +27,7 @@ from pi_runtime.observe import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
+    ChildRun,
     ContractChecked,
     Event,
     GuardTriggered,
@@ -81,6 +82,31 @@ ONE_OF_EACH: list[Event] = [
         tool_call_id="c1", name="noop", fingerprint="ab", arguments={"i": 2}, edited=True
     ),
     ApprovalRejected(tool_call_id="c1", name="noop", fingerprint="ab", reason="不 — no"),
+    ChildRun(
+        tool_call_id="c1",
+        name="noop",
+        run_id="r2",
+        trace="r2.jsonl",
+        status="completed",
+        stop_reason="final_answer",
+        usage=Usage(input_tokens=3, output_tokens=1),
+    ),
+    RunStarted(
+        run_id="r2",
+        session_id="s2",
+        model="m",
+        system="",
+        tools=(),
+        limits={},
+        parent_run_id="r",
+        parent_call_id="c1",
+    ),
+    MessageAppended(
+        index=4,
+        message=ToolResultMessage(
+            tool_call_id="c1", name="noop", content="1", usage=Usage(input_tokens=3)
+        ),
+    ),
     SecurityAudit(tool_call_id="c1", name="noop", detail="denied"),
     ModelDelta(turn=1, delta="a"),
     RunFinished(

@@ -9,6 +9,7 @@ from ..observe import (
     ApprovalGranted,
     ApprovalRejected,
     ApprovalRequested,
+    ChildRun,
     Event,
     GuardTriggered,
     ModelErrorEvent,
@@ -37,7 +38,16 @@ def _calls(message: AssistantMessage) -> str:
 def describe(event: Event) -> str | None:
     """One line for an event of the execution projection, None for bookkeeping events."""
     if isinstance(event, RunStarted):
-        return f"model {event.model} · tools {', '.join(event.tools) or '-'}"
+        line = f"model {event.model} · tools {', '.join(event.tools) or '-'}"
+        if event.parent_run_id:
+            line += f" · child of {event.parent_run_id} [{event.parent_call_id}]"
+        return line
+    if isinstance(event, ChildRun):
+        u = event.usage
+        return (
+            f"{event.name} [{event.tool_call_id}] → {event.run_id} {event.status} · "
+            f"{event.stop_reason} · in {u.input_tokens} out {u.output_tokens} · {event.trace}"
+        )
     if isinstance(event, ModelRequested):
         return f"step {event.step}: {event.message_count} messages, tool_choice={event.tool_choice}"
     if isinstance(event, ModelResponded):

@@ -10,6 +10,7 @@ from .builder import (
 )
 from .prompt import (
     OUTPUT_DISCIPLINE,
+    SUBAGENT_DISCIPLINE,
     PromptParts,
     render_system_prompt,
     runtime_block,
@@ -20,6 +21,7 @@ from .tokens import TokenizerUnavailable, count_tokens
 
 __all__ = [
     "OUTPUT_DISCIPLINE",
+    "SUBAGENT_DISCIPLINE",
     "Budget",
     "BuiltContext",
     "ContextBuilder",

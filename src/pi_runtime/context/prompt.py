@@ -22,6 +22,11 @@ OUTPUT_DISCIPLINE = """\
 - Say what you are doing only when the user must know, in one sentence at most.
 - When a tool returns an error, read its kind and hint; change the call, don't repeat it."""
 
+SUBAGENT_DISCIPLINE = """\
+- You are a sub-agent: another agent gave you this task and reads only your last message.
+- Write no text between tool calls: call the next tool directly, one after another.
+- When the task is done, or you cannot go on, answer once: one report of what you found or did, and what failed or is still missing."""
+
 TOOL_RULES = """\
 - Use tools to get facts; do not answer time-sensitive questions from memory.
 - Pass identifiers, keys and filters to tools, not whole documents."""
@@ -42,6 +47,9 @@ class PromptParts:
     uncertainty: str = "- When key information is missing, ask the user instead of guessing."
     discipline: bool = True
     extra: dict[str, str] = field(default_factory=dict)
+    subagent: bool = False
+    """Add the sub-agent rules (no text between tool calls, one report at the end; seed
+    000) to the discipline: `Agent.as_tool` sets it for the agent it wraps."""
 
 
 def tool_summary(tools: Sequence[ToolDefinition]) -> str:
@@ -68,6 +76,8 @@ def render_system_prompt(
     rules = chosen.tool_rules
     if chosen.discipline and discipline:
         rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
+        if chosen.subagent:
+            rules = f"{SUBAGENT_DISCIPLINE}\n{rules}"
     values = {
         "role": chosen.role,
         "task": chosen.task,

@@ -16,6 +16,7 @@ from ..qrp1 import (
     encode,
     parse,
 )
+from .answers import read_result_tool, spill_to
 from .cursor import CursorSigner
 from .memory import MemoryDataStore
 from .pages import Page, Pager
@@ -43,4 +44,6 @@ __all__ = [
     "decode",
     "encode",
     "parse",
+    "read_result_tool",
+    "spill_to",
 ]

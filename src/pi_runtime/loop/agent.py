@@ -44,15 +44,18 @@ from ..observe import (
 )
 from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
+from ..tools.scope import current_call
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
+from .children import bounded, report
 from .decisions import Decisions
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
+from .subagent import DEFAULT_ANSWER_BYTES, Spill, subagent_tool
 
 
 class Agent(Decisions):
@@ -87,6 +90,8 @@ class Agent(Decisions):
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
             a durable session's stored agent), else None.
+        instructions: the instructions the system prompt was rendered from (an output
+            contract's format included); `as_tool` renders them again for a sub-agent.
     """
 
     def __init__(
@@ -143,6 +148,7 @@ class Agent(Decisions):
                 else PromptParts(role=instructions.strip() if instructions else PromptParts().role)
             )
             instructions = replace(parts, output_format=output.instructions())
+        self.instructions = instructions
         self.retriever = tool_retrieval
         self.system, self.template = render_system_prompt(instructions, template=prompt_template)
         self.budget = budget or Budget()
@@ -192,6 +198,39 @@ class Agent(Decisions):
         A later run opens the model's client again.
         """
         await self.model.aclose()
+
+    def as_tool(
+        self,
+        name: str,
+        description: str,
+        *,
+        keep_history: bool = False,
+        spill: Spill | None = None,
+        max_answer_bytes: int = DEFAULT_ANSWER_BYTES,
+    ) -> ToolSpec:
+        """This agent as a tool of another (a sub-agent), called with `{"task": "…"}`.
+
+        Each call runs this agent on the task, with its own tools, allow-list and limits
+        but inside what is left of the calling run's token, cost and wall-clock budget;
+        its usage is counted in the calling run's. The answer is the tool result; a run
+        that does not complete is a `subagent_failed` tool error (see `loop.subagent`).
+
+        Args:
+            name: the tool's name; description: what the parent's model reads.
+            keep_history: keep this agent's conversation across the calls of one
+                parent run (default: a fresh conversation per call).
+            spill: turns an answer over `max_answer_bytes` into what the parent reads
+                instead (e.g. `data.answers.spill_to(plane)`); without it, the answer
+                is cut there with a marker.
+        """
+        return subagent_tool(
+            self,
+            name,
+            description,
+            keep_history=keep_history,
+            spill=spill,
+            max_answer_bytes=max_answer_bytes,
+        )
 
     def validate_tool_choice(self, choice: str) -> None:
         """Raise UserError unless `choice` is a tool choice this agent can make."""
@@ -246,6 +285,9 @@ class Agent(Decisions):
         run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
         session = session_id or f"session-{uuid.uuid4().hex[:16]}"
         live = _live.put_nowait if _live is not None else None
+        # started inside another run's tool call: a child, inside what is left of its budget
+        parent = current_call()
+        limits = self.limits if parent is None else bounded(self.limits, parent.scope)
         try:
             recorder = Recorder(self.trace_dir, run_id, live)
         except OSError as exc:
@@ -254,7 +296,7 @@ class Agent(Decisions):
             self.tools,
             allow=self.allow,
             session_id=session,
-            retry_base_s=self.limits.retry_base_s,
+            retry_base_s=limits.retry_base_s,
             launcher=launcher,
             approval=self.approval,
         )
@@ -263,14 +305,14 @@ class Agent(Decisions):
         driver = Driver(
             model=self.model,
             gate=gate,
-            limits=self.limits,
+            limits=limits,
             system=self.system,
             tools=offered,
             settings=self.settings,
             emit=recorder.emit,
             live=live,
-            model_retries=self.limits.model_retries,
-            retry_base_s=self.limits.retry_base_s,
+            model_retries=limits.model_retries,
+            retry_base_s=limits.retry_base_s,
             builder=ContextBuilder(
                 self.budget,
                 summariser=self.summariser,
@@ -283,6 +325,7 @@ class Agent(Decisions):
             specs=tuple(gate.offered),
             state=_first_state(history, prompt, next_tool_choice),
             request_elapsed_s=request_elapsed_s,
+            run_id=run_id,
         )
         started = time.perf_counter()
         recorder.emit(
@@ -292,9 +335,11 @@ class Agent(Decisions):
                 model=self.model.name,
                 system=self.system,
                 tools=tuple(d.name for d in offered),
-                limits=self.limits.to_dict(),
+                limits=limits.to_dict(),
                 prompt=self.template.ref,
                 runtime=runtime,
+                parent_run_id=parent.scope.run_id if parent else None,
+                parent_call_id=parent.tool_call_id if parent else None,
             )
         )
         for event in _prelude:  # decisions this continuation starts from (approvals)
@@ -304,17 +349,20 @@ class Agent(Decisions):
             try:
                 state = await driver.run_transitions()
             except asyncio.CancelledError:
-                _finish(
+                ended = _finish(
                     _ended(driver.state, "cancelled", "the run was cancelled"),
                     recorder,
                     started,
                     **ids,
                 )
+                report(parent, ended)
                 raise
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
                 state = _ended(driver.state, "internal_error", detail)
-            return _finish(state, recorder, started, **ids)
+            result = _finish(state, recorder, started, **ids)
+            report(parent, result)
+            return result
         finally:
             # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
             recorder.close()

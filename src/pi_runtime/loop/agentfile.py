@@ -12,9 +12,15 @@
     [limits]
     max_steps = 8
 
+    [subagents.research]                    # another agent file, called as a tool
+    agent = "research.toml"                 # {"task": "…"}; see `loop.subagent`
+    description = "Finds facts on the web and reports them with sources."
+    keep_history = false                    # a fresh conversation per call (default)
+
 Paths are resolved against the file's folder, the output schema is read in, and the
-result is an `AgentDefinition` that no longer depends on the file. A mistake is one
-`UserError` naming the file, the line when it can be found, and the key.
+result is an `AgentDefinition` that no longer depends on the file (a sub-agent's file
+is read in too). A mistake is one `UserError` naming the file, the line when it can be
+found, and the key; a file that includes itself, directly or through others, is one.
 """
 
 from __future__ import annotations
@@ -29,8 +35,10 @@ from ..exceptions import UserError
 from .definition import AgentDefinition, DefinitionError, absolute_model
 
 
-def read_agent_file(path: str | Path) -> AgentDefinition:
-    """The agent defined by the TOML file at `path`, its tools importable and checked."""
+def read_agent_file(path: str | Path, *, _within: tuple[Path, ...] = ()) -> AgentDefinition:
+    """The agent defined by the TOML file at `path`, its tools importable and checked.
+
+    `_within` holds the files that include this one as a sub-agent, outermost first."""
     file = Path(path).expanduser()
     try:
         text = file.read_text(encoding="utf-8")
@@ -42,7 +50,7 @@ def read_agent_file(path: str | Path) -> AgentDefinition:
         raise UserError(f"agent file {file}: not valid TOML: {exc}") from None
     base = file.resolve().parent
     try:
-        definition = AgentDefinition.from_dict(_resolved(data, base, file))
+        definition = AgentDefinition.from_dict(_resolved(data, base, file, _within))
         definition.load_tools()
     except DefinitionError as exc:
         raise UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}") from None
@@ -61,7 +69,9 @@ def agent_error(definition: AgentDefinition, exc: DefinitionError) -> UserError:
     return UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}")
 
 
-def _resolved(data: dict[str, Any], base: Path, file: Path) -> dict[str, Any]:
+def _resolved(
+    data: dict[str, Any], base: Path, file: Path, within: tuple[Path, ...]
+) -> dict[str, Any]:
     """The file's table with its paths resolved: what a session can store as it is."""
     out = dict(data)
     if "source" in out or "import_path" in out:
@@ -72,6 +82,8 @@ def _resolved(data: dict[str, Any], base: Path, file: Path) -> dict[str, Any]:
         out["model"] = absolute_model(model, base)
     if "output" in out:
         out["output"] = _output(out["output"], base)
+    if "subagents" in out:
+        out["subagents"] = _subagents(out["subagents"], base, (*within, file.resolve()))
     out["import_path"] = str(_import_root(base))
     out["source"] = str(file.resolve())
     return out
@@ -103,6 +115,30 @@ def _output(value: Any, base: Path) -> Any:
         raise DefinitionError("output", f"{path} must hold a JSON Schema object")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "output"
     return {"name": name, **table, "schema": schema}
+
+
+def _subagents(value: Any, base: Path, chain: tuple[Path, ...]) -> Any:
+    """`[subagents.NAME] agent = "file.toml"`: each file read in, relative to this one."""
+    if not isinstance(value, dict):
+        return value  # the definition's rule says what is wrong
+    out = {}
+    for name, entry in value.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("agent"), str):
+            out[name] = entry
+            if isinstance(entry, dict) and "agent" in entry:
+                raise DefinitionError(f"subagents.{name}.agent", "must name another agent file")
+            continue
+        key = f"subagents.{name}.agent"
+        path = (base / Path(entry["agent"]).expanduser()).resolve()
+        if path in chain:
+            loop = " → ".join(p.name for p in (*chain[chain.index(path) :], path))
+            raise DefinitionError(key, f"the agent files include each other: {loop}")
+        try:
+            child = read_agent_file(path, _within=chain)
+        except UserError as exc:
+            raise DefinitionError(key, str(exc)) from None
+        out[name] = {**entry, "agent": child.to_dict()}
+    return out
 
 
 def _where(file: Path, text: str, key: str) -> str:

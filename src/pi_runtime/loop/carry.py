@@ -27,7 +27,7 @@ class Carry:
     Attributes:
         anchor: index of the request's user message (-1: the conversation has none).
         steps: model calls made for the request (its assistant messages).
-        tokens: input + output tokens those calls used.
+        tokens: input + output tokens those calls used, sub-agents' included.
         cost_usd: what those calls cost (None: some call's price is unknown).
         actions: canonical hashes of the request's tool calls, oldest first.
         results: hashes of (call, result) pairs of the calls that have a result.
@@ -80,6 +80,12 @@ def carry(messages: Sequence[Message]) -> Carry:
         if isinstance(message, UserMessage):
             repairs += message.origin == "contract_repair"
             notice = notice or message.origin == "tool_limit"
+            continue
+        if isinstance(message, ToolResultMessage) and message.usage is not None:
+            # what a sub-agent spent answering the call counts for the request too
+            tokens += message.usage.total_tokens
+            spent = message.usage.cost_usd
+            cost = None if cost is None or spent is None else cost + spent
             continue
         if not isinstance(message, AssistantMessage):
             continue

@@ -12,6 +12,7 @@ or raises `DefinitionError` naming the key. Adding a key is one field and one ru
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -77,6 +78,10 @@ class AgentDefinition:
         approval: tools whose calls wait for a person's approval (besides those marked
             `@tool(requires_approval=True)`).
         source: the file the definition was read from, if any (for messages only).
+        subagents: agents this one calls as tools, by tool name: `{"description",
+            "agent": <their definition's to_dict>, "keep_history"}`. An agent file names
+            the other file; the definition holds it read in, so every worker builds the
+            same child.
     """
 
     model: str | None = None
@@ -94,6 +99,7 @@ class AgentDefinition:
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
     source: str | None = None
     approval: tuple[str, ...] = ()
+    subagents: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -130,9 +136,7 @@ class AgentDefinition:
     def same_agent(self, other: AgentDefinition) -> bool:
         """Whether both define the same agent (limits, job attempts and the embedded
         engine's settings aside, which a turn or a machine may change)."""
-        skip = {"limits", "job_max_attempts", "source", "local"}
-        mine, theirs = self.to_dict(), other.to_dict()
-        return all(mine[k] == theirs[k] for k in mine if k not in skip)
+        return _comparable(self.to_dict()) == _comparable(other.to_dict())
 
     def load_tools(self) -> list[ToolSpec]:
         """The tools, imported (a DefinitionError on `tools` names the one that failed)."""
@@ -165,7 +169,7 @@ class AgentDefinition:
         try:
             agent = Agent(
                 model or self._model(models),
-                tools=self.load_tools(),
+                tools=self._all_tools(trace_dir, models),
                 allow=self.allow,
                 instructions=_prompt_parts(self.instructions),
                 output=_contract(self.output),
@@ -183,6 +187,32 @@ class AgentDefinition:
         agent.definition = self
         return agent
 
+    def _all_tools(
+        self, trace_dir: str | Path | bool | None, models: dict[str, Model] | None
+    ) -> list[ToolSpec]:
+        """The tools, then each sub-agent built from its stored definition, as a tool."""
+        specs = self.load_tools()
+        clash = sorted({s.name for s in specs} & set(self.subagents))
+        if clash:
+            raise DefinitionError(
+                f"subagents.{clash[0]}", "a tool of `tools` has this name: name it otherwise"
+            )
+        for name, entry in self.subagents.items():
+            key = f"subagents.{name}"
+            try:
+                child = AgentDefinition.from_dict(entry["agent"])
+                agent = child.build_agent(trace_dir=trace_dir, models=models)
+                specs.append(
+                    agent.as_tool(
+                        name, entry["description"], keep_history=entry.get("keep_history", False)
+                    )
+                )
+            except DefinitionError as exc:
+                raise DefinitionError(f"{key}.agent", f"{exc.key}: {exc.problem}") from None
+            except UserError as exc:
+                raise DefinitionError(key, str(exc)) from None
+        return specs
+
     def _model(self, cache: dict[str, Model] | None) -> Model:
         key = f"{self.model}@{self.base_url}@{sorted(self.local.items())}"
         fresh = (self.model or "").partition(":")[0] in _FRESH_SPECS
@@ -195,6 +225,20 @@ class AgentDefinition:
         if cache is not None and not fresh:
             cache[key] = model
         return model
+
+
+_SKIP_SAME = {"limits", "job_max_attempts", "source", "local"}
+
+
+def _comparable(data: dict[str, Any]) -> dict[str, Any]:
+    """A definition's stored form without what a turn or a machine may change, its
+    sub-agents' included."""
+    out = {k: v for k, v in data.items() if k not in _SKIP_SAME}
+    out["subagents"] = {
+        name: {**entry, "agent": _comparable(entry["agent"])}
+        for name, entry in (data.get("subagents") or {}).items()
+    }
+    return out
 
 
 def _blame(message: str) -> str:
@@ -316,6 +360,57 @@ def _local(key: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
+_SUBAGENT_KEYS = {"agent", "description", "keep_history"}
+
+
+def _subagents(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """`{NAME: {"agent": <definition table>, "description": str, "keep_history": bool}}`,
+    each child definition checked (and stored) as its `to_dict`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table of sub-agents by name, got {value!r}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, entry in value.items():
+        where = f"{key}.{name}"
+        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+            raise DefinitionError(
+                where, "a sub-agent's name is its tool name: 1-64 letters, digits, _ . or -"
+            )
+        if not isinstance(entry, Mapping):
+            raise DefinitionError(
+                where, f"must be a table with `agent` and `description`, got {entry!r}"
+            )
+        unknown = sorted(set(entry) - _SUBAGENT_KEYS)
+        if unknown:
+            raise DefinitionError(
+                f"{where}.{unknown[0]}", f"unknown key; known: {sorted(_SUBAGENT_KEYS)}"
+            )
+        description = entry.get("description")
+        if not isinstance(description, str) or not description.strip():
+            raise DefinitionError(
+                f"{where}.description",
+                "must say what the sub-agent does: the parent's model reads it",
+            )
+        keep = entry.get("keep_history", False)
+        if not isinstance(keep, bool):
+            raise DefinitionError(f"{where}.keep_history", f"must be true or false, got {keep!r}")
+        child = entry.get("agent")
+        if isinstance(child, AgentDefinition):
+            child = child.to_dict()
+        if not isinstance(child, Mapping):
+            raise DefinitionError(f"{where}.agent", "must name another agent file")
+        try:
+            stored = AgentDefinition.from_dict(child).to_dict()
+        except DefinitionError as exc:
+            raise DefinitionError(f"{where}.agent", f"{exc.key}: {exc.problem}") from None
+        except UserError as exc:
+            raise DefinitionError(f"{where}.agent", str(exc)) from None
+        out[name] = {"agent": stored, "description": description.strip(), "keep_history": keep}
+    return out
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -338,6 +433,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "job_max_attempts": _job_attempts,
     "source": _optional_str,
     "approval": _names,
+    "subagents": _subagents,
 }
 
 

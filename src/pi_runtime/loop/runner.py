@@ -31,9 +31,11 @@ from ..observe import (
 )
 from ..tools import Gate, ToolOutcome, ToolSpec, backoff
 from ..tools.retrieval import ToolRetriever, retrieval_query
+from ..tools.scope import RunScope, run_scope
 from . import transitions as t
 from .answer import AnswerReader
 from .breakers import screen
+from .children import charged, scope_for
 from .guards import Limits
 from .state import RunState
 
@@ -66,6 +68,9 @@ class Driver:
     reader: AnswerReader = field(init=False)
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""
+    run_id: str = ""
+    scope: RunScope | None = None
+    """What is left of the budget while tool calls run; child runs charge to it."""
 
     async def run_transitions(self) -> RunState:
         """Run transitions until DONE. Every ending, including the clock's, is a state.
@@ -92,9 +97,13 @@ class Driver:
                     else:
                         self.state = self._settle(self.state)
         except TimeoutError:
+            self.state = self._charge_unfinished(self.state)
             self.state = self._apply(
                 t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
             )
+        except asyncio.CancelledError:
+            self.state = self._charge_unfinished(self.state)  # the run's ending counts it
+            raise
         return self.state
 
     def _settle(self, state: RunState) -> RunState:
@@ -109,8 +118,26 @@ class Driver:
         calls = state.response.tool_calls
         # hashed once here for both the breakers and ACT's loop detection
         digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
-        outcomes = await self._run_tools(state, calls, digests)
+        elapsed = time.perf_counter() - self.started + self.request_elapsed_s
+        self.scope = scope = scope_for(self.limits, state, run_id=self.run_id, elapsed_s=elapsed)
+        with run_scope(scope):
+            outcomes = await self._run_tools(state, calls, digests)
+        self.scope = None
+        if scope.charges:  # sub-agents ran: their usage is this run's too
+            state, outcomes, events = charged(state, outcomes, scope.charges)
+            for event in events:
+                self.emit(event)
         return self._apply(t.act(state, outcomes, digests))
+
+    def _charge_unfinished(self, state: RunState) -> RunState:
+        """What child runs cut off by the clock spent, still counted."""
+        scope, self.scope = self.scope, None
+        if scope is None or not scope.charges:
+            return state
+        state, _, events = charged(state, (), scope.charges)
+        for event in events:
+            self.emit(event)
+        return state
 
     async def _run_tools(
         self, state: RunState, calls: tuple[ToolCall, ...], digests: tuple[str, ...]

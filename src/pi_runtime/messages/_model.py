@@ -50,8 +50,8 @@ STOP_STATUS: dict[StopReason, RunStatus] = {
 }
 
 
-def _is_unknown(cost: float | None) -> bool:
-    return cost is None
+def _is_unknown(value: object) -> bool:
+    return value is None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,6 +182,9 @@ class ToolResultMessage:
     content: str
     is_error: bool = False
     error: ToolErrorInfo | None = None
+    # Written only when a tool spent model calls (a sub-agent's run): counted with the
+    # request's tokens when a continuation reads its spend back from the conversation.
+    usage: Annotated[Usage | None, Field(exclude_if=_is_unknown)] = None
     role: Literal["tool"] = "tool"
 
 

@@ -58,6 +58,8 @@ class ToolErrorKind(StrEnum):
     CURSOR_EXPIRED = "cursor_expired"
     CURSOR_MISMATCH = "cursor_mismatch"
     CURSOR_FORBIDDEN = "cursor_forbidden"
+    # a sub-agent (`Agent.as_tool`) that did not finish its task
+    SUBAGENT_FAILED = "subagent_failed"
 
 
 K = ToolErrorKind
@@ -104,6 +106,8 @@ TOOL_ERROR_HINTS: Mapping[ToolErrorKind, str] = {
     K.CURSOR_MISMATCH: "A cursor continues the query it came from: repeat that query's "
     "arguments unchanged, or drop the cursor to start this query from its first page.",
     K.CURSOR_FORBIDDEN: "This cursor belongs to someone else's result; do not use it.",
+    K.SUBAGENT_FAILED: "The sub-agent did not finish (see why in the message). Give it a "
+    "smaller or clearer task, or do it another way; do not send the same task again.",
 }
 
 

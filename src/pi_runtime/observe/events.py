@@ -35,6 +35,10 @@ class RunStarted:
     """The template the system prompt was rendered from: name, version, sha256."""
     runtime: str = ""
     """The runtime block placed in front of the current user message."""
+    parent_run_id: Annotated[str | None, Field(exclude_if=_is_none)] = None
+    """The run whose tool call started this one (a sub-agent's run); written only then."""
+    parent_call_id: Annotated[str | None, Field(exclude_if=_is_none)] = None
+    """That run's tool call this run answers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,6 +188,21 @@ class ApprovalRejected:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ChildRun:
+    """A run started inside one of this run's tool calls (a sub-agent) ended; its usage
+    is counted in this run's. Its own trace names this run as `parent_run_id`."""
+
+    kind: Literal["child_run"] = "child_run"
+    tool_call_id: str
+    name: str
+    run_id: str | None
+    trace: str | None
+    status: str | None
+    stop_reason: str | None
+    usage: Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContractChecked:
     """A final answer was checked against the output contract."""
 
@@ -261,6 +280,7 @@ Event: TypeAlias = (
     | ApprovalRequested
     | ApprovalGranted
     | ApprovalRejected
+    | ChildRun
     | SecurityAudit
     | ModelDelta
     | RunFinished

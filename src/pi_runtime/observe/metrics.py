@@ -19,13 +19,14 @@ def compute_metrics(
     message up to and including the first one that calls a tool (0 when no tool was
     called); `mixed_text_tool_message_rate` is the share of tool-calling messages that
     also carry visible text. `time_to_first_token_ms` is when the run's first model
-    call produced its first token.
+    call produced its first token. Tokens and cost include what child runs (sub-agents)
+    spent, as the run's usage does; `child_runs` counts them.
     """
     text_before = 0
     first_tool_ms: float | None = None
     first_token_ms: float | None = None
     calling = mixed = model_calls = tool_calls = truncated = 0
-    model_errors = 0
+    model_errors = child_runs = 0
     input_tokens = output_tokens = cached_tokens = 0
     cost_usd: float | None = 0.0  # unknown once any call's price is
     errors: Counter[str] = Counter()
@@ -60,6 +61,14 @@ def compute_metrics(
                 errors[event.error_kind] += 1
         elif event.kind == "model_error":
             model_errors += 1
+        elif event.kind == "child_run":
+            child_runs += 1
+            usage = event.usage
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
+            cached_tokens += usage.cached_tokens
+            if cost_usd is not None:
+                cost_usd = None if usage.cost_usd is None else cost_usd + usage.cost_usd
     if first_tool_ms is None:
         text_before = 0
     return {
@@ -72,6 +81,7 @@ def compute_metrics(
         "model_errors": model_errors,
         "tool_calls": tool_calls,
         "tool_errors": sum(errors.values()),
+        "child_runs": child_runs,
         "errors_by_kind": dict(sorted(errors.items())),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,

@@ -29,6 +29,7 @@ from .arguments import ArgumentSchema, BadArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
 from .result_text import encode_result, truncate_result
+from .scope import calling
 from .spec import ToolSpec
 
 K = ToolErrorKind
@@ -162,16 +163,17 @@ class Gate:
                 idempotency_key=key,
                 job_id=job_id,
             )
-        done = await execute(
-            spec,
-            kwargs,
-            key=key,
-            session_id=self.session_id,
-            convert=encode_result,  # a result that cannot be encoded is the tool's failure
-            retry_base_s=self.retry_base_s,
-            retry_max_s=self.retry_max_s,
-            rng=self._rng,
-        )
+        with calling(call.id):  # a run the tool starts is this call's child
+            done = await execute(
+                spec,
+                kwargs,
+                key=key,
+                session_id=self.session_id,
+                convert=encode_result,  # a result that cannot be encoded is the tool's failure
+                retry_base_s=self.retry_base_s,
+                retry_max_s=self.retry_max_s,
+                rng=self._rng,
+            )
         if done.error is not None:
             return ToolOutcome(
                 call=call,
