@@ -25,7 +25,9 @@ from pi_runtime.messages import (
 from pi_runtime.models import ModelRequest, ModelResponse
 from pi_runtime.observe import (
     ContractChecked,
+    Escalated,
     Event,
+    GuardrailTripped,
     GuardTriggered,
     JobStarted,
     LoopPhase,
@@ -74,6 +76,18 @@ ONE_OF_EACH: list[Event] = [
     ToolsSelected(turn=1, method="all", selected=("noop",), scores={"noop": 0.5}),
     JobStarted(tool_call_id="c1", name="noop", job_id="j"),
     SecurityAudit(tool_call_id="c1", name="noop", detail="denied"),
+    GuardrailTripped(
+        guardrail="sql_select_only",
+        stage="tool",
+        verdict="deny",
+        reason="`DROP` is not allowed",
+        tool="run_sql",
+        tool_call_id="c1",
+        excerpt='{"sql": "DROP TABLE t"}',
+    ),
+    GuardrailTripped(guardrail="no_pii", stage="input", verdict="rewrite", reason="masked"),
+    Escalated(hook="page_oncall", value={"ticket": "T-1"}),
+    Escalated(hook="page_oncall", error="the hook raised RuntimeError: down"),
     ModelDelta(turn=1, delta="a"),
     RunFinished(
         status="completed",

@@ -41,6 +41,8 @@ def show(
         "model_error": "red",
         "guard": "yellow",
         "security_audit": "red",
+        "guardrail_tripped": "red",
+        "escalated": "yellow",
         "run_finished": "bold",
     }
     for data in events:

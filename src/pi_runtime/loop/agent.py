@@ -26,6 +26,7 @@ from ..context import (
 )
 from ..contract import OutputContract
 from ..exceptions import UserError
+from ..guardrails import Guardrails
 from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
 from ..models import (
     TOOL_CHOICE_MODES,
@@ -48,6 +49,8 @@ from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
 from .definition import AgentDefinition, DefinitionError
+from .escalation import EscalateHook, Escalation, escalate_run
+from .guarding import checked_guardrails
 from .guards import Limits
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
@@ -80,6 +83,10 @@ class Agent:
             `required`, `none` or a tool name); `run(next_tool_choice=…)` overrides it.
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
+        guardrails: checks of the user's message, the final answer and tool arguments
+            (`Guardrails`); see docs/guardrails.md.
+        escalate: called with an `EscalationContext` when a run ends `stopped` or
+            `failed`; what it returns (JSON) is kept in `RunResult.escalation`.
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -102,6 +109,8 @@ class Agent:
         settings: ModelSettings | None = None,
         tool_choice: str = "auto",
         trace_dir: str | Path | bool | None = None,
+        guardrails: Guardrails | None = None,
+        escalate: EscalateHook | None = None,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -146,6 +155,10 @@ class Agent:
         self.definition: AgentDefinition | None = None
         self.tool_choice = tool_choice
         self.validate_tool_choice(tool_choice)
+        self.guardrails = checked_guardrails(guardrails, names)
+        if escalate is not None and not callable(escalate):
+            raise UserError(f"escalate must be a callable, got {escalate!r}")
+        self.escalate = escalate
 
     @classmethod
     def from_file(
@@ -243,6 +256,7 @@ class Agent:
             session_id=session,
             retry_base_s=self.limits.retry_base_s,
             launcher=launcher,
+            guardrails=self.guardrails,
         )
         offered = tuple(s.definition for s in gate.offered)
         runtime = runtime_block(offered, mode="tools" if offered else "chat")
@@ -269,6 +283,7 @@ class Agent:
             specs=tuple(gate.offered),
             state=_first_state(history, prompt, next_tool_choice),
             request_elapsed_s=request_elapsed_s,
+            guardrails=self.guardrails,
         )
         started = time.perf_counter()
         recorder.emit(
@@ -283,7 +298,7 @@ class Agent:
                 runtime=runtime,
             )
         )
-        ids = {"run_id": run_id, "session_id": session}
+        ids: dict[str, Any] = {"run_id": run_id, "session_id": session}
         try:
             try:
                 state = await driver.run_transitions()
@@ -298,7 +313,12 @@ class Agent:
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
                 state = _ended(driver.state, "internal_error", detail)
-            return _finish(state, recorder, started, **ids)
+            try:
+                escalation = await escalate_run(self.escalate, state, recorder.emit, **ids)
+            except asyncio.CancelledError:
+                _finish(state, recorder, started, **ids)
+                raise
+            return _finish(state, recorder, started, escalation=escalation, **ids)
         finally:
             # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
             recorder.close()
@@ -441,7 +461,13 @@ def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
 
 
 def _finish(
-    state: RunState, recorder: Recorder, started: float, *, run_id: str, session_id: str
+    state: RunState,
+    recorder: Recorder,
+    started: float,
+    *,
+    run_id: str,
+    session_id: str,
+    escalation: Escalation | None = None,
 ) -> RunResult:
     """The `RunResult` of a run that reached DONE, with its closing event written."""
     wall_ms = (time.perf_counter() - started) * 1000
@@ -479,4 +505,5 @@ def _finish(
         contract_errors=state.contract_errors,
         usage_source=usage_source(recorder.events),
         events=tuple(recorder.events),
+        escalation=escalation,
     )

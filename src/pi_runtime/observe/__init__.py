@@ -2,7 +2,9 @@
 
 from .events import (
     ContractChecked,
+    Escalated,
     Event,
+    GuardrailTripped,
     GuardTriggered,
     JobStarted,
     LoopPhase,
@@ -34,8 +36,10 @@ from .wire import event_from_dict, event_to_dict, event_to_json
 __all__ = [
     "TRACE_DIR_ENV",
     "ContractChecked",
+    "Escalated",
     "Event",
     "GuardTriggered",
+    "GuardrailTripped",
     "JobStarted",
     "LoopPhase",
     "MessageAppended",
