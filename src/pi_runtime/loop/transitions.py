@@ -188,7 +188,8 @@ def act(
     for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
         actions.append(act_hash)
-        events.extend(tripped(trip) for trip in outcome.trips)
+        if outcome.trips:
+            events.extend([tripped(trip) for trip in outcome.trips])
         if message is None:
             # a background job computes this result; the run will wait for it. The call
             # counts for loop detection now, its result for no-progress once delivered.
