@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "messages": 1,
     "qrp1": 1,
     "models": 2,
+    "guardrails": 2,
     "tools": 3,
     "context": 4,
     "contract": 5,

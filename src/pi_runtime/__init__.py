@@ -17,7 +17,8 @@ if _TYPE_CHECKING:
         UnrecoverableError,
         UserError,
     )
-    from .loop import Agent, Limits, RunResult, RunStream
+    from .guardrails import Allow, Deny, Guardrails, Rewrite
+    from .loop import Agent, EscalationContext, Limits, RunResult, RunStream
     from .messages import (
         AssistantMessage,
         Message,
@@ -37,8 +38,12 @@ __version__ = "0.1.0"
 # entry points do not pay for pydantic schemas, jsonschema and the loop they never touch.
 _HOMES = {
     "Agent": ".loop",
+    "Allow": ".guardrails",
     "AssistantMessage": ".messages",
     "Budget": ".context",
+    "Deny": ".guardrails",
+    "EscalationContext": ".loop",
+    "Guardrails": ".guardrails",
     "Limits": ".loop",
     "Message": ".messages",
     "Model": ".models",
@@ -48,6 +53,7 @@ _HOMES = {
     "PendingApproval": ".tools",
     "PiError": ".exceptions",
     "PromptParts": ".context",
+    "Rewrite": ".guardrails",
     "RunResult": ".loop",
     "RunStream": ".loop",
     "SecurityViolation": ".exceptions",
@@ -82,8 +88,12 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "Agent",
+    "Allow",
     "AssistantMessage",
     "Budget",
+    "Deny",
+    "EscalationContext",
+    "Guardrails",
     "Limits",
     "Message",
     "Model",
@@ -93,6 +103,7 @@ __all__ = [
     "PendingApproval",
     "PiError",
     "PromptParts",
+    "Rewrite",
     "RunResult",
     "RunStream",
     "SecurityViolation",

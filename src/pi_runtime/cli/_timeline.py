@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..messages import AssistantMessage, TextBlock, ToolCall
@@ -10,7 +11,9 @@ from ..observe import (
     ApprovalRejected,
     ApprovalRequested,
     ChildRun,
+    Escalated,
     Event,
+    GuardrailTripped,
     GuardTriggered,
     ModelErrorEvent,
     ModelRequested,
@@ -75,6 +78,12 @@ def describe(event: Event) -> str | None:
         return f"{event.guard}: {event.detail}"
     if isinstance(event, SecurityAudit):
         return f"{event.name}: {event.detail}"
+    if isinstance(event, GuardrailTripped):
+        where = f"{event.stage} {event.tool}" if event.tool else event.stage
+        return f"{where}: {event.guardrail} {event.verdict}: {event.reason}"
+    if isinstance(event, Escalated):
+        said = f"error {event.error}" if event.error else json.dumps(event.value)[:100]
+        return f"{event.hook}: {said}"
     if isinstance(event, RunFinished):
         u = event.usage
         return (

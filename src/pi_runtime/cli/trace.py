@@ -43,6 +43,8 @@ def show(
         "security_audit": "red",
         "approval_requested": "yellow",
         "approval_rejected": "yellow",
+        "guardrail_tripped": "red",
+        "escalated": "yellow",
         "run_finished": "bold",
     }
     for data in events:

@@ -4,7 +4,8 @@
      "agent": {...}, "created_at": "…", "updated_at": "…",
      "messages": [{"seq": 0, "run_id": "run-…", "role": "user", "content": "…"}, …],
      "runs":  [{"run_id", "kind", "status", "stop_reason", "parent_run_id", "attempts",
-                "created_at", "started_at", "finished_at", "output", "error"}, …],
+                "created_at", "started_at", "finished_at", "output", "error",
+                "escalation"}, …],
      "waits": [{"tool_call_id", "job_id", "status", "run_id"}, …],
      "jobs":  [{"job_id", "tool", "tool_call_id", "status", "attempts", "error"}, …],
      "pending_approvals": [{"call_id", "tool", "arguments", "fingerprint", "run_id"}, …],
@@ -110,4 +111,5 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         "finished_at": _time(run.finished_at),
         "output": result.get("output"),
         "error": result.get("error"),
+        "escalation": result.get("escalation"),
     }

@@ -3,12 +3,16 @@
 from ..messages.canonical import action_hash, canonical_json
 from ._sync import run_blocking
 from .agent import Agent, RunStream
+from .escalation import EscalateHook, Escalation, EscalationContext
 from .guards import Limits, detect_loop, detect_no_progress
 from .run_result import RunResult
 from .state import RunState
 
 __all__ = [
     "Agent",
+    "EscalateHook",
+    "Escalation",
+    "EscalationContext",
     "Limits",
     "RunResult",
     "RunState",

@@ -26,6 +26,7 @@ from ..context import (
 )
 from ..contract import OutputContract
 from ..exceptions import UserError
+from ..guardrails import Guardrails
 from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
 from ..models import (
     TOOL_CHOICE_MODES,
@@ -51,6 +52,8 @@ from .carry import carry, request_anchor
 from .children import bounded, report
 from .decisions import Decisions
 from .definition import AgentDefinition, DefinitionError
+from .escalation import EscalateHook, Escalation, escalate_run
+from .guarding import checked_guardrails
 from .guards import Limits
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
@@ -86,6 +89,10 @@ class Agent(Decisions):
             False writes none.
         approval: names of tools whose calls wait for a person's approval (besides those
             marked `@tool(requires_approval=True)`); see `approve` and `reject`.
+        guardrails: checks of the user's message, the final answer and tool arguments
+            (`Guardrails`); see docs/guardrails.md.
+        escalate: called with an `EscalationContext` when a run ends `stopped` or
+            `failed`; what it returns (JSON) is kept in `RunResult.escalation`.
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -111,6 +118,8 @@ class Agent(Decisions):
         tool_choice: str = "auto",
         trace_dir: str | Path | bool | None = None,
         approval: Iterable[str] = (),
+        guardrails: Guardrails | None = None,
+        escalate: EscalateHook | None = None,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -164,6 +173,10 @@ class Agent(Decisions):
         self.definition: AgentDefinition | None = None
         self.tool_choice = tool_choice
         self.validate_tool_choice(tool_choice)
+        self.guardrails = checked_guardrails(guardrails, names)
+        if escalate is not None and not callable(escalate):
+            raise UserError(f"escalate must be a callable, got {escalate!r}")
+        self.escalate = escalate
 
     @classmethod
     def from_file(
@@ -299,6 +312,7 @@ class Agent(Decisions):
             retry_base_s=limits.retry_base_s,
             launcher=launcher,
             approval=self.approval,
+            guardrails=self.guardrails,
         )
         offered = tuple(s.definition for s in gate.offered)
         runtime = runtime_block(offered, mode="tools" if offered else "chat")
@@ -326,6 +340,7 @@ class Agent(Decisions):
             state=_first_state(history, prompt, next_tool_choice),
             request_elapsed_s=request_elapsed_s,
             run_id=run_id,
+            guardrails=self.guardrails,
         )
         started = time.perf_counter()
         recorder.emit(
@@ -344,7 +359,7 @@ class Agent(Decisions):
         )
         for event in _prelude:  # decisions this continuation starts from (approvals)
             recorder.emit(event)
-        ids = {"run_id": run_id, "session_id": session}
+        ids: dict[str, Any] = {"run_id": run_id, "session_id": session}
         try:
             try:
                 state = await driver.run_transitions()
@@ -360,7 +375,12 @@ class Agent(Decisions):
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
                 state = _ended(driver.state, "internal_error", detail)
-            result = _finish(state, recorder, started, **ids)
+            try:
+                escalation = await escalate_run(self.escalate, state, recorder.emit, **ids)
+            except asyncio.CancelledError:
+                _finish(state, recorder, started, **ids)
+                raise
+            result = _finish(state, recorder, started, escalation=escalation, **ids)
             report(parent, result)
             return result
         finally:
@@ -505,7 +525,13 @@ def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
 
 
 def _finish(
-    state: RunState, recorder: Recorder, started: float, *, run_id: str, session_id: str
+    state: RunState,
+    recorder: Recorder,
+    started: float,
+    *,
+    run_id: str,
+    session_id: str,
+    escalation: Escalation | None = None,
 ) -> RunResult:
     """The `RunResult` of a run that reached DONE, with its closing event written."""
     wall_ms = (time.perf_counter() - started) * 1000
@@ -544,4 +570,5 @@ def _finish(
         contract_errors=state.contract_errors,
         usage_source=usage_source(recorder.events),
         events=tuple(recorder.events),
+        escalation=escalation,
     )

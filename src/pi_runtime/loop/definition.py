@@ -25,6 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..context import Budget, PromptParts
 from ..contract import OutputContract
 from ..exceptions import UserError
+from ..guardrails import Guardrails, check_ref, load_callable
 from ..models import Model, resolve_model
 from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
@@ -82,6 +83,9 @@ class AgentDefinition:
             "agent": <their definition's to_dict>, "keep_history"}`. An agent file names
             the other file; the definition holds it read in, so every worker builds the
             same child.
+        guardrails: `MODULE:ATTR` checks: `input` and `output` lists, and `tools`, a
+            table of lists by tool name (see `Guardrails`).
+        escalate: `MODULE:ATTR` of the hook told when a run ends `stopped` or `failed`.
     """
 
     model: str | None = None
@@ -100,6 +104,8 @@ class AgentDefinition:
     source: str | None = None
     approval: tuple[str, ...] = ()
     subagents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    guardrails: dict[str, Any] | None = None
+    escalate: str | None = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -166,6 +172,7 @@ class AgentDefinition:
         from .agent import Agent  # agent.py imports this module
 
         merged = {**self.limits, **(limits or {})}
+        guardrails, escalate = self._hooks()
         try:
             agent = Agent(
                 model or self._model(models),
@@ -179,6 +186,8 @@ class AgentDefinition:
                 tool_choice=self.tool_choice or "auto",
                 trace_dir=trace_dir,
                 approval=self.approval,
+                guardrails=guardrails,
+                escalate=escalate,
             )
         except DefinitionError:
             raise
@@ -213,6 +222,30 @@ class AgentDefinition:
                 raise DefinitionError(key, str(exc)) from None
         return specs
 
+    def _hooks(self) -> tuple[Guardrails | None, Any]:
+        """The guardrails and the escalate hook, imported (a DefinitionError names the
+        reference that failed)."""
+
+        def load(key: str, ref: str) -> Any:
+            try:
+                return load_callable(ref, self.import_path)
+            except UserError as exc:
+                raise DefinitionError(key, str(exc)) from None
+
+        table = self.guardrails or {}
+        guardrails = None
+        if table:
+            guardrails = Guardrails(
+                input=[load("guardrails.input", r) for r in table.get("input", ())],
+                output=[load("guardrails.output", r) for r in table.get("output", ())],
+                tools={
+                    name: [load(f"guardrails.tools.{name}", r) for r in refs]
+                    for name, refs in table.get("tools", {}).items()
+                },
+            )
+        escalate = None if self.escalate is None else load("escalate", self.escalate)
+        return guardrails, escalate
+
     def _model(self, cache: dict[str, Model] | None) -> Model:
         key = f"{self.model}@{self.base_url}@{sorted(self.local.items())}"
         fresh = (self.model or "").partition(":")[0] in _FRESH_SPECS
@@ -244,6 +277,7 @@ def _comparable(data: dict[str, Any]) -> dict[str, Any]:
 def _blame(message: str) -> str:
     """The key an Agent constructor's complaint is about (best effort)."""
     for key, words in (
+        ("guardrails", ("tool guardrails",)),
         ("allow", ("allow names",)),
         ("approval", ("approval names", "approval must")),
         ("tool_choice", ("tool_choice", "next_tool_choice")),
@@ -411,6 +445,47 @@ def _subagents(key: str, value: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _ref(key: str, value: Any) -> str:
+    try:
+        return check_ref(value)
+    except UserError as exc:
+        raise DefinitionError(key, str(exc)) from None
+
+
+def _escalate(key: str, value: Any) -> str | None:
+    return None if value is None else _ref(key, value)
+
+
+def _guardrails(key: str, value: Any) -> dict[str, Any] | None:
+    """`{input: [ref], output: [ref], tools: {name: [ref]}}`, each ref `MODULE:ATTR`."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table of input, output and tools, got {value!r}")
+    unknown = sorted(set(value) - {"input", "output", "tools"})
+    if unknown:
+        raise DefinitionError(f"{key}.{unknown[0]}", "unknown key; known: input, output, tools")
+
+    def refs(at: str, items: Any) -> list[str]:
+        if isinstance(items, str) or not isinstance(items, list | tuple):
+            raise DefinitionError(at, f"must be a list of MODULE:ATTR, got {items!r}")
+        return [_ref(at, item) for item in items]
+
+    table: dict[str, Any] = {}
+    for stage in ("input", "output"):
+        if stage in value:
+            table[stage] = refs(f"{key}.{stage}", value[stage])
+    if "tools" in value:
+        tools = value["tools"]
+        if not isinstance(tools, Mapping):
+            raise DefinitionError(f"{key}.tools", f"must be a table of lists, got {tools!r}")
+        for name in tools:
+            if not isinstance(name, str) or not name:
+                raise DefinitionError(f"{key}.tools", f"is keyed by tool name, got {name!r}")
+        table["tools"] = {name: refs(f"{key}.tools.{name}", v) for name, v in tools.items()}
+    return table
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -434,6 +509,8 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "source": _optional_str,
     "approval": _names,
     "subagents": _subagents,
+    "guardrails": _guardrails,
+    "escalate": _escalate,
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeAlias
 from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
 from ..observe import Event
 from ..tools import PendingApproval
+from .escalation import Escalation
 
 UsageSource: TypeAlias = Literal["provider", "counted", "mixed"]
 
@@ -54,6 +55,9 @@ class RunResult:
     """Why the last answer missed the output contract (`contract_violation`)."""
     usage_source: UsageSource = "provider"
     events: tuple[Event, ...] = field(default=(), repr=False)
+    escalation: Escalation | None = None
+    """What the `escalate` hook returned (or the error it met) when the run ended
+    `stopped` or `failed` with one set; None otherwise."""
 
     @property
     def ok(self) -> bool:
@@ -82,6 +86,7 @@ class RunResult:
             "contract_errors": list(self.contract_errors),
             "waits": [{"tool_call_id": c, "job_id": j} for c, j in self.waits],
             "pending_approvals": [p.to_dict() for p in self.pending_approvals],
+            "escalation": None if self.escalation is None else self.escalation.to_dict(),
         }
 
     def to_json(self, *, indent: int | None = None) -> str:

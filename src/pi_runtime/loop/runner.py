@@ -11,6 +11,7 @@ from typing import Any, Literal
 from ..context import ContextBuilder, message_text
 from ..contract import OutputContract
 from ..exceptions import ModelError
+from ..guardrails import Guardrails
 from ..messages import AssistantMessage, ToolCall, Usage, redact, repair_text
 from ..messages.canonical import action_hash
 from ..models import (
@@ -36,6 +37,7 @@ from . import transitions as t
 from .answer import AnswerReader
 from .breakers import screen
 from .children import charged, scope_for
+from .guarding import screen_input, screen_output, unchecked_answer_withheld
 from .guards import Limits
 from .state import RunState
 
@@ -71,6 +73,8 @@ class Driver:
     run_id: str = ""
     scope: RunScope | None = None
     """What is left of the budget while tool calls run; child runs charge to it."""
+    guardrails: Guardrails | None = None
+    """Input and output checks (tool checks are the gate's)."""
 
     async def run_transitions(self) -> RunState:
         """Run transitions until DONE. Every ending, including the clock's, is a state.
@@ -87,6 +91,9 @@ class Driver:
             # one clock for the whole run, not one per transition: entering a timeout
             # costs a timer each time, and the deadline is the same for every transition
             async with asyncio.timeout_at(deadline):
+                guardrails = self.guardrails
+                if guardrails is not None and guardrails.input:
+                    self.state = self._apply(await screen_input(self.state, guardrails))
                 while (phase := self.state.phase) != "done":
                     # only THINK and ACT wait (for the model, for tools): OBSERVE and
                     # REFLECT are plain calls, not a coroutine each per turn
@@ -96,10 +103,15 @@ class Driver:
                         self.state = await self._act(self.state)
                     else:
                         self.state = self._settle(self.state)
+                if guardrails is not None and guardrails.output:
+                    self.state = self._apply(
+                        await screen_output(self.state, guardrails, self.contract)
+                    )
         except TimeoutError:
             self.state = self._charge_unfinished(self.state)
+            state = unchecked_answer_withheld(self.state, self.guardrails)
             self.state = self._apply(
-                t.interrupted(self.state, "wall_clock", f"the request exceeded {clock:g}s")
+                t.interrupted(state, "wall_clock", f"the request exceeded {clock:g}s")
             )
         except asyncio.CancelledError:
             self.state = self._charge_unfinished(self.state)  # the run's ending counts it

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..guardrails import Trip
 from ..messages import (
     AssistantMessage,
     Message,
@@ -26,6 +27,7 @@ from ..messages.canonical import action_hash, text_hash
 from ..observe import (
     ApprovalRequested,
     Event,
+    GuardrailTripped,
     GuardTriggered,
     JobStarted,
     LoopPhase,
@@ -188,6 +190,8 @@ def act(
     for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
         actions.append(act_hash)
+        if outcome.trips:
+            events.extend([tripped(trip) for trip in outcome.trips])
         if outcome.approval is not None:
             # checked, not run: a person decides (the call counts for loop detection now)
             pending = outcome.approval
@@ -319,6 +323,19 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
         detail = f"the model kept calling tools after its {cap} tool calls were used up"
         return finish(state, "max_steps", detail, guard="max_tool_calls")
     return _move(state, "observe", [], next_tool_choice="none")
+
+
+def tripped(trip: Trip) -> GuardrailTripped:
+    """The audit event of a guardrail's trip."""
+    return GuardrailTripped(
+        guardrail=trip.guardrail,
+        stage=trip.stage,
+        verdict=trip.verdict,
+        reason=trip.reason,
+        tool=trip.tool,
+        tool_call_id=trip.tool_call_id,
+        excerpt=trip.excerpt,
+    )
 
 
 def finish(state: RunState, reason: StopReason, detail: str, *, guard: str | None = None) -> Step:

@@ -241,6 +241,34 @@ class SecurityAudit:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GuardrailTripped:
+    """A guardrail refused (`deny`), replaced (`rewrite`) or failed on (`error`) a value:
+    the user's message (`input`), the final answer (`output`) or a call's arguments
+    (`tool`). `reason` and `excerpt` (the start of a refused value) are bounded and
+    redacted."""
+
+    kind: Literal["guardrail_tripped"] = "guardrail_tripped"
+    guardrail: str
+    stage: Literal["input", "output", "tool"]
+    verdict: Literal["deny", "rewrite", "error"]
+    reason: str
+    tool: str | None = None
+    tool_call_id: str | None = None
+    excerpt: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Escalated:
+    """The `escalate` hook was told the run ended `stopped` or `failed`: its JSON `value`,
+    or the `error` that kept it from one."""
+
+    kind: Literal["escalated"] = "escalated"
+    hook: str
+    value: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelDelta:
     """Streamed output as it arrives (live streams only; traces keep the whole response)."""
 
@@ -282,6 +310,8 @@ Event: TypeAlias = (
     | ApprovalRejected
     | ChildRun
     | SecurityAudit
+    | GuardrailTripped
+    | Escalated
     | ModelDelta
     | RunFinished
 )

@@ -1,20 +1,25 @@
 """The gate: every tool call the model makes passes here before and after it runs.
 
 Order: unknown tool → permission → truncated call → argument size → JSON → schema →
-approval (a call needing one stops here, pending) → idempotency key → execute with timeout → classify failures → retry transient ones →
-encode and cut the result. A truncated call is checked before its JSON because its JSON
-is expected to be broken: the model must hear that its output was cut, not that it wrote
-bad JSON. Every outcome is a tool-result message; nothing raises.
+tool guardrails (a rewrite is checked against the schema again) → approval (a call needing
+one stops here, pending, with the arguments a person reviews) → idempotency key → execute
+with timeout → classify failures → retry transient ones → encode and cut the result. A
+truncated call is checked before its JSON because its JSON is expected to be broken: the
+model must hear that its output was cut, not that it wrote bad JSON. Every outcome is a
+tool-result message; nothing raises.
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
+import json
 import random
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..guardrails import Guardrails, Trip, screen
 from ..messages import (
     ToolCall,
     ToolErrorKind,
@@ -25,7 +30,7 @@ from ..messages import (
     tool_error_result,
 )
 from .approval import PendingApproval
-from .arguments import ArgumentSchema, BadArguments, check_arguments
+from .arguments import ArgumentSchema, BadArguments, GoodArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
 from .result_text import encode_result, truncate_result
@@ -54,6 +59,8 @@ class ToolOutcome:
     result_truncated: bool = False
     job_id: str | None = None
     approval: PendingApproval | None = None
+    trips: tuple[Trip, ...] = ()
+    """What the call's guardrails refused or rewrote (the loop writes them as events)."""
 
     @property
     def is_error(self) -> bool:
@@ -73,6 +80,7 @@ class Gate:
             one, background tools run inline like any other.
         approval: names of tools whose calls wait for a person's approval (besides those
             marked `requires_approval`).
+        guardrails: their `tools` checks guard the calls of the tools they name.
     """
 
     def __init__(
@@ -86,6 +94,7 @@ class Gate:
         rng: random.Random | None = None,
         launcher: Launcher | None = None,
         approval: Collection[str] = (),
+        guardrails: Guardrails | None = None,
     ) -> None:
         self.tools = {t.name: t for t in tools}
         self.approval = frozenset(approval) | {t.name for t in tools if t.requires_approval}
@@ -96,6 +105,7 @@ class Gate:
         self._rng = rng or random.Random()
         self.launcher = launcher
         self._schemas = {t.name: ArgumentSchema.of(t.parameters) for t in tools}
+        self._guards = {n: c for n, c in (guardrails.tools if guardrails else {}).items() if c}
 
     @property
     def offered(self) -> list[ToolSpec]:
@@ -144,6 +154,13 @@ class Gate:
         if isinstance(checked, BadArguments):
             return self._refuse(call, K.INVALID_ARGUMENTS, checked.message, checked.hint)
         arguments, kwargs = checked.arguments, checked.kwargs
+        trips: tuple[Trip, ...] = ()
+        if spec.name in self._guards:
+            guarded = await self._guard(call, spec, arguments)
+            if isinstance(guarded, ToolOutcome):
+                return guarded
+            if guarded is not None:
+                trips, arguments, kwargs = guarded
         if not approved and spec.name in self.approval:
             return ToolOutcome(
                 call=call,
@@ -151,6 +168,7 @@ class Gate:
                 error_class=None,
                 executed=False,
                 approval=PendingApproval.of(call.id, call.name, arguments),
+                trips=trips,
             )
         key = call_key(spec, self.session_id, call.id)
         if spec.background and self.launcher is not None:
@@ -162,6 +180,7 @@ class Gate:
                 executed=False,
                 idempotency_key=key,
                 job_id=job_id,
+                trips=trips,
             )
         with calling(call.id):  # a run the tool starts is this call's child
             done = await execute(
@@ -182,6 +201,7 @@ class Gate:
                 executed=True,
                 attempts=done.attempts,
                 idempotency_key=key,
+                trips=trips,
             )
         text, total, cut = truncate_result(done.value, spec.max_result_bytes)  # encoded by convert
         return ToolOutcome(
@@ -193,12 +213,57 @@ class Gate:
             idempotency_key=key,
             result_bytes=total,
             result_truncated=cut,
+            trips=trips,
         )
 
+    async def _guard(
+        self, call: ToolCall, spec: ToolSpec, arguments: dict[str, Any]
+    ) -> ToolOutcome | tuple[tuple[Trip, ...], dict[str, Any], dict[str, Any]] | None:
+        """The call's guardrails over its checked arguments: None when all allow, (trips,
+        arguments, kwargs) to run it with after a rewrite, or the refusal (a deny:
+        `permission_denied`; a guardrail failing: `security`, which stops the run)."""
+        schema = self._schemas[spec.name]
+        accepted: list[GoodArguments] = []
+
+        def accept(value: Any) -> dict[str, Any]:
+            again = check_arguments(spec, schema, json.dumps(value, ensure_ascii=False))
+            if isinstance(again, BadArguments):
+                raise ValueError(again.message)
+            accepted.append(again)
+            return again.arguments
+
+        done = await screen(
+            self._guards[spec.name],
+            copy.deepcopy(arguments),  # a check that edits its argument in place edits a copy
+            stage="tool",
+            accept=accept,
+            tool=call.name,
+            tool_call_id=call.id,
+        )
+        stop = done.stopped
+        if stop is None:
+            if not accepted:  # every check allowed the call as the model made it
+                return None
+            return done.trips, accepted[-1].arguments, accepted[-1].kwargs
+        if stop.verdict == "deny":
+            message = f"Guardrail {stop.guardrail} refused these arguments: {stop.reason}"
+            hint = "Change the call to meet that rule, try another way, or tell the user."
+            outcome = self._refuse(call, K.PERMISSION_DENIED, message, hint)
+        else:
+            message = f"Guardrail {stop.guardrail} failed, so the call was not run."
+            outcome = self._refuse(call, K.SECURITY, message, error_class="security")
+        return replace(outcome, trips=done.trips)
+
     def _refuse(
-        self, call: ToolCall, kind: ToolErrorKind, message: str, hint: str | None = None
+        self,
+        call: ToolCall,
+        kind: ToolErrorKind,
+        message: str,
+        hint: str | None = None,
+        *,
+        error_class: ErrorClass = "semantic",
     ) -> ToolOutcome:
         # schema errors quote the arguments, which may quote what the model was shown
         info = tool_error_info(kind, redact(repair_text(message)), hint)
         result = tool_error_result(call.id, call.name, info)
-        return ToolOutcome(call=call, message=result, error_class="semantic", executed=False)
+        return ToolOutcome(call=call, message=result, error_class=error_class, executed=False)
