@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from ..context import Budget, PromptParts
 from ..contract import OutputContract
 from ..exceptions import UserError
+from ..memory import Memory, MemoryPolicy, MemoryStore
 from ..models import Model, resolve_model
 from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
@@ -75,6 +76,8 @@ class AgentDefinition:
         job_max_attempts: how often a background job may be interrupted (a worker dying)
             and started again before it fails.
         source: the file the definition was read from, if any (for messages only).
+        memory: long-term memory (`MemoryPolicy` fields: `scope`, `read`, `top_k`,
+            `budget_tokens`, `write`, `embedder`); None: the agent has none.
     """
 
     model: str | None = None
@@ -91,6 +94,7 @@ class AgentDefinition:
     import_path: str | None = None
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
     source: str | None = None
+    memory: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -115,11 +119,11 @@ class AgentDefinition:
         return data
 
     def with_overrides(self, **changes: Any) -> AgentDefinition:
-        """A copy with `changes` (None values are ignored); `limits`, `budget` and
-        `local` are merged field by field, as command-line flags override an agent file."""
+        """A copy with `changes` (None values are ignored); `limits`, `budget`, `local`
+        and `memory` are merged field by field, as command-line flags override an agent file."""
         given = {k: v for k, v in changes.items() if v is not None}
-        for table in ("limits", "budget", "local"):
-            if table in given:
+        for table in ("limits", "budget", "local", "memory"):
+            if table in given and getattr(self, table) is not None:
                 given[table] = {**getattr(self, table), **given[table]}
         return dataclasses.replace(self, **given)
 
@@ -146,6 +150,7 @@ class AgentDefinition:
         models: dict[str, Model] | None = None,
         model: Model | None = None,
         limits: Mapping[str, Any] | None = None,
+        memory_store: MemoryStore | None = None,
     ) -> Agent:
         """The `Agent` this defines.
 
@@ -154,6 +159,7 @@ class AgentDefinition:
             models: a cache of models costly to load, kept by the caller across calls.
             model: a model object to use instead of building one from `model`.
             limits: limits overriding the definition's for this agent only.
+            memory_store: where the facts of `memory` live (required when it is set).
         """
         from .agent import Agent  # agent.py imports this module
 
@@ -170,6 +176,7 @@ class AgentDefinition:
                 limits=Limits(**merged),
                 tool_choice=self.tool_choice or "auto",
                 trace_dir=trace_dir,
+                memory=self._memory(memory_store),
             )
         except DefinitionError:
             raise
@@ -177,6 +184,17 @@ class AgentDefinition:
             raise DefinitionError(_blame(str(exc)), str(exc)) from None
         agent.definition = self
         return agent
+
+    def _memory(self, store: MemoryStore | None) -> Memory | None:
+        if self.memory is None:
+            return None
+        if store is None:
+            raise DefinitionError(
+                "memory",
+                "needs a store for its facts: run the agent with a store (`pi run --session`, "
+                "`--db`) or pass `memory_store`",
+            )
+        return Memory.from_policy(store, self.memory)
 
     def _model(self, cache: dict[str, Model] | None) -> Model:
         key = f"{self.model}@{self.base_url}@{sorted(self.local.items())}"
@@ -200,6 +218,7 @@ def _blame(message: str) -> str:
         ("tools", ("two tools share", "@tool")),
         ("output", ("contract",)),
         ("budget", ("Budget.",)),
+        ("memory", ("memory", "Memory")),
     ):
         if any(w in message for w in words):
             return key
@@ -310,6 +329,16 @@ def _local(key: str, value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+def _memory(key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table, got {value!r}")
+    if "scope" not in value:
+        raise DefinitionError(key, 'needs `scope`: whose facts (e.g. "user:alice")')
+    return _dataclass_table(key, MemoryPolicy, value)
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -331,6 +360,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "import_path": _optional_str,
     "job_max_attempts": _job_attempts,
     "source": _optional_str,
+    "memory": _memory,
 }
 
 
