@@ -71,6 +71,9 @@ def test_a_fact_told_in_one_session_reaches_the_next_through_pi_run(
     request = next(e for e in events if e["kind"] == "model_request")
     assert request["context"]["tokens"]["memory"] > 0
     assert "vegetarian" in json.loads(asked.stdout)["output"]
+    shown = pi("trace", "show", json.loads(asked.stdout)["trace"], tmp=tmp_path)
+    assert shown.returncode == 0, shown.stderr
+    assert "user:alice via prompt: 1 fact(s) by" in " ".join(shown.stdout.split())
 
 
 def test_pi_run_without_a_session_keeps_memory_in_the_given_store(

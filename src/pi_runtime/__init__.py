@@ -18,6 +18,7 @@ if _TYPE_CHECKING:
         UserError,
     )
     from .loop import Agent, Limits, RunResult, RunStream
+    from .memory import LocalMemoryStore, Memory
     from .messages import (
         AssistantMessage,
         Message,
@@ -40,6 +41,8 @@ _HOMES = {
     "AssistantMessage": ".messages",
     "Budget": ".context",
     "Limits": ".loop",
+    "LocalMemoryStore": ".memory",
+    "Memory": ".memory",
     "Message": ".messages",
     "Model": ".models",
     "ModelError": ".exceptions",
@@ -84,6 +87,8 @@ __all__ = [
     "AssistantMessage",
     "Budget",
     "Limits",
+    "LocalMemoryStore",
+    "Memory",
     "Message",
     "Model",
     "ModelError",

@@ -8,6 +8,8 @@ from ..messages import AssistantMessage, TextBlock, ToolCall
 from ..observe import (
     Event,
     GuardTriggered,
+    MemoryRecalled,
+    MemoryWritten,
     ModelErrorEvent,
     ModelRequested,
     ModelResponded,
@@ -55,6 +57,8 @@ def describe(event: Event) -> str | None:
         return f"{event.guard}: {event.detail}"
     if isinstance(event, SecurityAudit):
         return f"{event.name}: {event.detail}"
+    if isinstance(event, MemoryRecalled | MemoryWritten):
+        return _memory(event)
     if isinstance(event, RunFinished):
         u = event.usage
         return (
@@ -63,6 +67,21 @@ def describe(event: Event) -> str | None:
             + (f" · {event.error}" if event.error else "")
         )
     return None
+
+
+def _memory(event: MemoryRecalled | MemoryWritten) -> str:
+    if event.error:
+        return f"{event.scope} via {event.via}: failed: {event.error}"
+    if isinstance(event, MemoryRecalled):
+        layer = f" · {event.tokens} tokens" if event.via == "prompt" else ""
+        return (
+            f"{event.scope} via {event.via}: {len(event.fact_ids)} fact(s) by {event.method}{layer}"
+        )
+    dropped = f", {event.discarded} discarded" if event.discarded else ""
+    return (
+        f"{event.scope} via {event.via}: {len(event.fact_ids)} fact(s), "
+        f"{len(event.known)} already known{dropped}"
+    )
 
 
 def typed(data: dict[str, Any]) -> Event | None:

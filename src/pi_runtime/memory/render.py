@@ -97,5 +97,7 @@ class MemoryBlock:
         limit = max(0, min(room, self.budget_tokens))
         found = self._fitted.get(limit)
         if found is None:
+            if len(self._fitted) >= 32:  # rooms that keep changing: keep the memo small
+                self._fitted.clear()
             found = self._fitted[limit] = render_facts(self.scope, self.facts, limit, self.counter)
         return found
