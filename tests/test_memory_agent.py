@@ -445,3 +445,24 @@ def test_an_allow_list_still_lets_the_agent_use_its_memory() -> None:
     message, answer = tool_json(result, "remember")
     assert not message.is_error and answer["status"] == "remembered"
     assert [f.text for f in facts.list_facts("user:alice")] == ["Alice lives in Oslo."]
+
+
+def test_an_agent_file_with_memory_needs_a_store_and_may_change_its_scope() -> None:
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "memory" / "agent.toml"
+    with pytest.raises(UserError, match=r"agent\.toml:\d+: memory: needs a store"):
+        Agent.from_file(example, trace_dir=False)
+    facts = LocalMemoryStore()
+    agent = Agent.from_file(example, trace_dir=False, memory_store=facts)
+    assert agent.memory is not None and agent.memory.scope == "user:alice"
+    assert agent.definition is not None and agent.definition.memory is not None
+    bob = Agent.from_file(
+        example, trace_dir=False, memory_store=facts, memory={"scope": "user:bob"}
+    )
+    assert bob.memory is not None and bob.memory.scope == "user:bob"
+    assert bob.memory.policy.budget_tokens == 400  # the rest of the file's table kept
+    result = bob.run_sync("I'm vegetarian, please remember that.")
+    assert result.status == "completed"
+    assert [f.text for f in facts.list_facts("user:bob")] == ["Alice is vegetarian."]
+    assert facts.list_facts("user:alice") == []
