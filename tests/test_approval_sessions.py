@@ -478,7 +478,7 @@ def test_a_database_made_before_approvals_gains_their_table(db_url: str) -> None
         engine.dispose()
     store = open_store(db_url)
     try:
-        assert store.migrations() == ["0001_initial", "0002_approvals"]
+        assert store.migrations() == [m.name for m in MIGRATIONS]
         assert store.list_approvals(store.create_session("old").id) == []
     finally:
         store.close()

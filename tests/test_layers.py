@@ -28,6 +28,7 @@ LAYERS: dict[str, int] = {
     "context": 4,
     "contract": 5,
     "observe": 6,
+    "memory": 6,  # long-term facts: their tools emit observe's events; the loop reads them
     "loop": 7,
     "data": 8,
     "durable": 9,

@@ -19,6 +19,7 @@ if _TYPE_CHECKING:
     )
     from .guardrails import Allow, Deny, Guardrails, Rewrite
     from .loop import Agent, EscalationContext, Limits, RunResult, RunStream
+    from .memory import LocalMemoryStore, Memory
     from .messages import (
         AssistantMessage,
         Message,
@@ -45,6 +46,8 @@ _HOMES = {
     "EscalationContext": ".loop",
     "Guardrails": ".guardrails",
     "Limits": ".loop",
+    "LocalMemoryStore": ".memory",
+    "Memory": ".memory",
     "Message": ".messages",
     "Model": ".models",
     "ModelError": ".exceptions",
@@ -95,6 +98,8 @@ __all__ = [
     "EscalationContext",
     "Guardrails",
     "Limits",
+    "LocalMemoryStore",
+    "Memory",
     "Message",
     "Model",
     "ModelError",

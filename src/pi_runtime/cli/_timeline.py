@@ -15,6 +15,8 @@ from ..observe import (
     Event,
     GuardrailTripped,
     GuardTriggered,
+    MemoryRecalled,
+    MemoryWritten,
     ModelErrorEvent,
     ModelRequested,
     ModelResponded,
@@ -84,6 +86,8 @@ def describe(event: Event) -> str | None:
     if isinstance(event, Escalated):
         said = f"error {event.error}" if event.error else json.dumps(event.value)[:100]
         return f"{event.hook}: {said}"
+    if isinstance(event, MemoryRecalled | MemoryWritten):
+        return _memory(event)
     if isinstance(event, RunFinished):
         u = event.usage
         return (
@@ -92,6 +96,21 @@ def describe(event: Event) -> str | None:
             + (f" · {event.error}" if event.error else "")
         )
     return None
+
+
+def _memory(event: MemoryRecalled | MemoryWritten) -> str:
+    if event.error:
+        return f"{event.scope} via {event.via}: failed: {event.error}"
+    if isinstance(event, MemoryRecalled):
+        layer = f" · {event.tokens} tokens" if event.via == "prompt" else ""
+        return (
+            f"{event.scope} via {event.via}: {len(event.fact_ids)} fact(s) by {event.method}{layer}"
+        )
+    dropped = f", {event.discarded} discarded" if event.discarded else ""
+    return (
+        f"{event.scope} via {event.via}: {len(event.fact_ids)} fact(s), "
+        f"{len(event.known)} already known{dropped}"
+    )
 
 
 def typed(data: dict[str, Any]) -> Event | None:

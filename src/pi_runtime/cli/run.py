@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from ..loop import Agent, RunResult
     from ..loop.definition import AgentDefinition
+    from ..memory import MemoryStore
     from ..models import Model
     from ..observe import Event
 
@@ -85,8 +86,6 @@ def run_command(
     from ..loop import run_blocking
 
     err = err_console()
-    if db is not None and session is None:
-        fail("--db is the store of sessions: add --session ID")
     limits = {
         k: v
         for k, v in (
@@ -105,6 +104,8 @@ def run_command(
             definition = definition.with_overrides(local=engine)
     except UserError as exc:
         fail(exc)
+    if db is not None and session is None and definition.memory is None:
+        fail("--db is the store of sessions (and of an agent's memory): add --session ID")
     if session is not None:
         named = (
             agent_file is not None
@@ -126,11 +127,15 @@ def run_command(
             err=err,
         )
         raise typer.Exit(code)
+    # an agent with long-term memory keeps its facts in the store, session or not
+    memory = open_db(db) if definition.memory is not None else None
     try:
-        agent = _build(definition, trace_dir=trace_dir, limits=limits)
+        agent = _build(definition, trace_dir=trace_dir, limits=limits, memory_store=memory)
         if tool_choice is not None:
             agent.validate_tool_choice(tool_choice)
     except UserError as exc:
+        if memory is not None:
+            memory.close()
         fail(exc)
     if as_json:
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
@@ -144,6 +149,8 @@ def run_command(
         elif result.error:
             say(err, (result.stop_reason, "red"), ": ", result.error)
         say(err, (f"trace: {result.trace}", "dim"))
+    if memory is not None:
+        memory.close()
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
@@ -182,12 +189,15 @@ def _build(
     trace_dir: Path | None,
     limits: dict[str, Any],
     models: dict[str, Model] | None = None,
+    memory_store: MemoryStore | None = None,
 ) -> Agent:
     from ..loop.agentfile import agent_error
     from ..loop.definition import DefinitionError
 
     try:
-        return definition.build_agent(trace_dir=trace_dir, limits=limits, models=models)
+        return definition.build_agent(
+            trace_dir=trace_dir, limits=limits, models=models, memory_store=memory_store
+        )
     except DefinitionError as exc:
         raise agent_error(definition, exc) from None
 
@@ -227,7 +237,7 @@ def _run_in_session(
     store = open_db(db)
     try:
         _, recipe = open_session(store, session_id, definition, same_agent=named)
-        agent = _build(recipe, trace_dir=trace_dir, limits=limits)
+        agent = _build(recipe, trace_dir=trace_dir, limits=limits, memory_store=store)
         on_event = None if as_json else _progress(err)
         owner = f"cli-{socket.gethostname()}-{os.getpid()}"
         # stdout must hold the RunResult alone: whatever tools print goes to stderr

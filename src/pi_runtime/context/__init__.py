@@ -4,6 +4,7 @@ from .budget import Budget
 from .builder import (
     BuiltContext,
     ContextBuilder,
+    MemoryLayer,
     Summariser,
     message_text,
     model_summariser,
@@ -25,6 +26,7 @@ __all__ = [
     "Budget",
     "BuiltContext",
     "ContextBuilder",
+    "MemoryLayer",
     "PromptParts",
     "PromptTemplate",
     "Summariser",

@@ -1,8 +1,10 @@
 """The layered context builder: system / tools / context / user under one token budget.
 
 Only the context layer (earlier turns) is ever compressed; the system layer, the tool
-definitions and the current user message are sent whole. The budget is the model's own
-window (`context_window_of`) unless `Budget.context_window` says otherwise.
+definitions and the current user message are sent whole. The memory layer (long-term
+facts, `memory`) goes in front of the current user message within its own budget, and
+only in the room those three leave: it never crowds them out. The budget is the model's
+own window (`context_window_of`) unless `Budget.context_window` says otherwise.
 
 At each new user turn, the tool results of earlier requests that ended in an answer shrink
 to their digest (`digest_consumed`, seed 002 §3.4; see `consumed`), whether or not the
@@ -47,6 +49,8 @@ MESSAGE_OVERHEAD = 4
 """Tokens a chat format spends around each message (role markers); o200k chat ≈ 3–4."""
 
 Summariser = Callable[[str], Awaitable[str]]
+MemoryLayer = Callable[[int], str]
+"""Gives the memory layer's block that fits in a number of tokens ("" for none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -144,6 +148,7 @@ class ContextBuilder:
         summariser: condenses dropped turns whose digest does not fit.
         model_window: the window the model reports (`context_window_of`); the budget's
             own `context_window`, when set, wins.
+        memory: the memory layer (long-term facts), fitted to the room left each request.
     """
 
     def __init__(
@@ -153,8 +158,10 @@ class ContextBuilder:
         counter: Callable[[str], int] = count_tokens,
         summariser: Summariser | None = None,
         model_window: int | None = None,
+        memory: MemoryLayer | None = None,
     ) -> None:
         self.budget = budget or Budget()
+        self.memory = memory
         self.window = self.budget.window_for(model_window)
         self.reserve = self.budget.reserve_for(self.window)
         self.counter = counter
@@ -229,6 +236,10 @@ class ContextBuilder:
             "user": (counts[anchor] if anchor >= 0 else 0)
             + (self._fixed_count("runtime", runtime) - MESSAGE_OVERHEAD if runtime else 0),
         }
+        memory = self._memory(layers) if anchor >= 0 else ""
+        if memory:
+            layers["memory"] = self._fixed_count("memory", memory) - MESSAGE_OVERHEAD
+            runtime = f"{runtime}\n\n{memory}" if runtime else memory
         available = self.window - self.reserve - sum(layers.values())
         context_tokens = self._sums[len(messages)] - (counts[anchor] if anchor >= 0 else 0)
         out = list(messages)
@@ -257,6 +268,13 @@ class ContextBuilder:
             for i in digested:
                 counts[i] = digests.chosen[i][1]
         return await self._compress(out, counts, anchor, available, layers, digested)
+
+    def _memory(self, layers: dict[str, int]) -> str:
+        """The memory block, in the room the system, tools and user layers leave."""
+        if self.memory is None:
+            return ""
+        # less the blank line joining it to the rest of the message
+        return self.memory(self.window - self.reserve - sum(layers.values()) - 2)
 
     def _with_runtime(self, user: Message, runtime: str) -> UserMessage:
         # the same question with the same block every turn of a run: prefixed once

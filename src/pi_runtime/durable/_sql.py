@@ -1,9 +1,8 @@
 """`SqlStore`: the `Store` over SQLAlchemy Core, each method one transaction.
 
 It joins one mixin per concern (`_sql_state.py`, `_sql_work.py`, `_sql_approvals.py`,
-`_sql_data.py`) over
-`SqlBase`, which runs the transactions; the operations themselves are the functions of
-the `_*.py` modules.
+`_sql_data.py`, `_sql_memory.py`) over `SqlBase`, which runs the transactions; the
+operations themselves are the functions of the `_*.py` modules.
 """
 
 from __future__ import annotations
@@ -12,6 +11,7 @@ from . import _claims
 from ._sql_approvals import ApprovalsSql
 from ._sql_base import Clock, SqlBase, utc_now
 from ._sql_data import DataSql
+from ._sql_memory import MemorySql
 from ._sql_state import RunsSql, SessionsSql
 from ._sql_work import JobsSql, OutboxSql
 from .records import JobRecord, OutboxEvent, RunRecord
@@ -20,7 +20,7 @@ from .store import DEFAULT_LEASE_S
 __all__ = ["Clock", "SqlStore", "utc_now"]
 
 
-class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, ApprovalsSql, DataSql, SqlBase):
+class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, ApprovalsSql, DataSql, MemorySql, SqlBase):
     """The operations shared by both backends."""
 
     def claim_work(

@@ -2,8 +2,9 @@
 
 Rules: a migration is never edited or renamed once released; a schema change is a new
 `Migration` appended to `MIGRATIONS` (and the tables in `schema.py` updated to match).
-The first migration creates the tables as `schema.py` declares them: when a second one
-is added, copy the released definitions into `_initial` so it stays what it was.
+The first migration creates the tables from `_schema_0001.py`, a frozen copy of their
+released definitions, so it stays what it was; later ones may use `schema.py` until a
+newer migration changes what they made (then copy theirs too).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from sqlalchemy import Connection, select, text
 
 from ..exceptions import UserError
+from . import _schema_0001
 from . import schema as t
 
 # One key for every Pi migrator on a PostgreSQL server: they take turns.
@@ -32,26 +34,22 @@ class Migration:
     apply: Callable[[Connection], None]
 
 
-# Tables later migrations add: the first one leaves them to those.
-_LATER = frozenset({"approvals"})
-
-
 def _initial(conn: Connection) -> None:
-    tables = [
-        table
-        for table in t.metadata.sorted_tables
-        if table is not t.schema_migrations and table.name not in _LATER
-    ]
-    t.metadata.create_all(conn, tables=tables, checkfirst=False)
+    _schema_0001.metadata.create_all(conn, checkfirst=False)
 
 
 def _approvals(conn: Connection) -> None:
     t.approvals.create(conn, checkfirst=False)
 
 
+def _memory_facts(conn: Connection) -> None:
+    t.memory_facts.create(conn, checkfirst=False)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _initial),
     Migration("0002_approvals", _approvals),
+    Migration("0003_memory_facts", _memory_facts),
 )
 
 

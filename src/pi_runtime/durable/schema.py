@@ -257,3 +257,21 @@ signing_keys = Table(
     Column("secret", Text, nullable=False),
     _ts("created_at"),
 )
+
+# Long-term facts (memory L3), per scope (a user, a tenant); kept apart from sessions,
+# which they outlive. `key` is the fact's identity in its scope (`memory.fact_key`).
+memory_facts = Table(
+    "memory_facts",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("scope", Text, nullable=False),
+    Column("key", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("session_id", Text, nullable=True),
+    Column("run_id", Text, nullable=True),
+    Column("embedder", Text, nullable=True),
+    Column("embedding", _json(), nullable=True),
+    _ts("created_at"),
+    UniqueConstraint("scope", "key", name="uq_memory_facts_key"),
+    Index("ix_memory_facts_scope", "scope", "created_at"),
+)

@@ -1,8 +1,8 @@
 """`Store`: the durable state of sessions, runs, async jobs and the data plane.
 
 It is the union of narrow protocols, one per concern — `SessionStore`, `RunStore`,
-`JobQueue`, `Outbox` and the data plane's own `DataStore` — so each consumer asks for
-the least it uses.
+`JobQueue`, `Outbox`, the data plane's own `DataStore` and long-term memory's
+`MemoryStore` — so each consumer asks for the least it uses.
 
 Every method is one transaction: it happens whole or not at all. Methods that act on
 leased work (`*_job`, `renew_run_lease`, `finish_run`) take the lease `owner` and raise
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..data.storage import DataStore
+from ..memory.facts import MemoryStore
 from ..messages import Message, ToolResultMessage
 from ..tools import PendingApproval
 from ._watch import Watch
@@ -293,7 +294,7 @@ class Approvals(Protocol):
 
 
 @runtime_checkable
-class Store(SessionStore, RunStore, JobQueue, Outbox, Approvals, DataStore, Protocol):
+class Store(SessionStore, RunStore, JobQueue, Outbox, Approvals, DataStore, MemoryStore, Protocol):
     """Implemented by `SQLiteStore` and `PostgresStore`; made by `open_store(url)`."""
 
     @property

@@ -282,7 +282,10 @@ class Worker:
             request = await asyncio.to_thread(request_of, self.store, run)
             # the very agent the session defines, with the limits its request was given
             agent = recipe.build_agent(
-                trace_dir=self.trace_dir, models=self._models, limits=request.limits
+                trace_dir=self.trace_dir,
+                models=self._models,
+                limits=request.limits,
+                memory_store=self.store,
             )
             turn = await run_held(
                 self.store,

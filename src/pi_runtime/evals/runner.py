@@ -20,6 +20,7 @@ from ..exceptions import UserError
 from ..loop import Agent, RunResult
 from ..loop.agentfile import agent_error
 from ..loop.definition import PATH_SPECS, AgentDefinition, DefinitionError, absolute_model
+from ..memory import LocalMemoryStore
 from ..models import Model
 from .score import calls_made, score
 from .suite import Case, Suite
@@ -87,7 +88,10 @@ class EvalRunner:
     def build(self, model: ModelUnderTest, case: Case) -> Agent:
         definition = self.definition(model, case)
         try:
-            return definition.build_agent(trace_dir=self.trace_dir, models=self.cache)
+            # a case starts from nothing: long-term memory included
+            return definition.build_agent(
+                trace_dir=self.trace_dir, models=self.cache, memory_store=LocalMemoryStore()
+            )
         except DefinitionError as exc:
             raise agent_error(definition, exc) from None
 

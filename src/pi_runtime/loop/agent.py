@@ -27,6 +27,7 @@ from ..context import (
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails
+from ..memory import Memory, MemoryRun, MemoryStore
 from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
 from ..models import (
     TOOL_CHOICE_MODES,
@@ -46,6 +47,7 @@ from ..observe import (
 from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
 from ..tools.scope import current_call
+from ._memory import allowed_with_memory, check_memory, request_text
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
@@ -93,6 +95,8 @@ class Agent(Decisions):
             (`Guardrails`); see docs/guardrails.md.
         escalate: called with an `EscalationContext` when a run ends `stopped` or
             `failed`; what it returns (JSON) is kept in `RunResult.escalation`.
+        memory: long-term facts of one scope (`Memory`): read into each run's memory
+            layer at its start; `remember` / `recall` tools added (and allowed).
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -120,6 +124,7 @@ class Agent(Decisions):
         approval: Iterable[str] = (),
         guardrails: Guardrails | None = None,
         escalate: EscalateHook | None = None,
+        memory: Memory | None = None,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -144,6 +149,7 @@ class Agent(Decisions):
             raise UserError(f"approval names tools the agent does not have: {missing}")
         self.approval = given | {s.name for s in self.tools if s.requires_approval}
         self._decided: set[tuple[str, str]] = set()  # (session, call) decided in memory
+        self.memory = check_memory(memory, names)
         if limits is not None and not isinstance(limits, Limits):
             raise UserError(f"limits must be a Limits, got {limits!r}")
         self.limits = limits or Limits()
@@ -180,13 +186,20 @@ class Agent(Decisions):
 
     @classmethod
     def from_file(
-        cls, path: str | Path, *, trace_dir: str | Path | bool | None = None, **overrides: Any
+        cls,
+        path: str | Path,
+        *,
+        trace_dir: str | Path | bool | None = None,
+        memory_store: MemoryStore | None = None,
+        **overrides: Any,
     ) -> Agent:
         """The agent an agent file (TOML) defines.
 
         Args:
             path: the agent file.
             trace_dir: where its runs write traces (as `Agent`).
+            memory_store: where the facts of the file's `[memory]` live (a `MemoryStore`:
+                the durable store, or a `LocalMemoryStore`).
             overrides: `AgentDefinition` fields replacing the file's (`limits` and
                 `budget` merged field by field), e.g. `model="scripted:run.json"`.
         """
@@ -195,7 +208,7 @@ class Agent(Decisions):
         except TypeError as exc:
             raise UserError(f"Agent.from_file: {exc}") from None
         try:
-            return definition.build_agent(trace_dir=trace_dir)
+            return definition.build_agent(trace_dir=trace_dir, memory_store=memory_store)
         except DefinitionError as exc:
             raise agent_error(definition, exc) from None
 
@@ -305,9 +318,10 @@ class Agent(Decisions):
             recorder = Recorder(self.trace_dir, run_id, live)
         except OSError as exc:
             raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
+        memory = self._open_memory(session, run_id, recorder)
         gate = Gate(
-            self.tools,
-            allow=self.allow,
+            [*self.tools, *memory.tools] if memory is not None else self.tools,
+            allow=allowed_with_memory(self.allow, memory),
             session_id=session,
             retry_base_s=limits.retry_base_s,
             launcher=launcher,
@@ -331,6 +345,7 @@ class Agent(Decisions):
                 self.budget,
                 summariser=self.summariser,
                 model_window=context_window_of(self.model),
+                memory=None if memory is None else memory.fit,
             ),
             runtime=runtime,
             prompt=self.template.ref,
@@ -362,7 +377,11 @@ class Agent(Decisions):
         ids: dict[str, Any] = {"run_id": run_id, "session_id": session}
         try:
             try:
+                if memory is not None:
+                    await memory.recall(request_text(driver.state))
                 state = await driver.run_transitions()
+                if memory is not None:
+                    await memory.finish(status_of(state.stop_reason or "internal_error"))
             except asyncio.CancelledError:
                 ended = _finish(
                     _ended(driver.state, "cancelled", "the run was cancelled"),
@@ -386,6 +405,13 @@ class Agent(Decisions):
         finally:
             # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
             recorder.close()
+
+    def _open_memory(self, session: str, run_id: str, recorder: Recorder) -> MemoryRun | None:
+        if self.memory is None:
+            return None
+        return self.memory.open_run(
+            session_id=session, run_id=run_id, emit=recorder.emit, counter=count_tokens
+        )
 
     def run_sync(
         self,

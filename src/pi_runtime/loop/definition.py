@@ -26,6 +26,7 @@ from ..context import Budget, PromptParts
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails, check_ref, load_callable
+from ..memory import Memory, MemoryPolicy, MemoryStore
 from ..models import Model, resolve_model
 from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
@@ -86,6 +87,8 @@ class AgentDefinition:
         guardrails: `MODULE:ATTR` checks: `input` and `output` lists, and `tools`, a
             table of lists by tool name (see `Guardrails`).
         escalate: `MODULE:ATTR` of the hook told when a run ends `stopped` or `failed`.
+        memory: long-term memory (`MemoryPolicy` fields: `scope`, `read`, `top_k`,
+            `budget_tokens`, `write`, `embedder`); None: the agent has none.
     """
 
     model: str | None = None
@@ -106,6 +109,7 @@ class AgentDefinition:
     subagents: dict[str, dict[str, Any]] = field(default_factory=dict)
     guardrails: dict[str, Any] | None = None
     escalate: str | None = None
+    memory: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -131,11 +135,11 @@ class AgentDefinition:
         return data
 
     def with_overrides(self, **changes: Any) -> AgentDefinition:
-        """A copy with `changes` (None values are ignored); `limits`, `budget` and
-        `local` are merged field by field, as command-line flags override an agent file."""
+        """A copy with `changes` (None values are ignored); `limits`, `budget`, `local`
+        and `memory` are merged field by field, as command-line flags override an agent file."""
         given = {k: v for k, v in changes.items() if v is not None}
-        for table in ("limits", "budget", "local"):
-            if table in given:
+        for table in ("limits", "budget", "local", "memory"):
+            if table in given and getattr(self, table) is not None:
                 given[table] = {**getattr(self, table), **given[table]}
         return dataclasses.replace(self, **given)
 
@@ -160,6 +164,7 @@ class AgentDefinition:
         models: dict[str, Model] | None = None,
         model: Model | None = None,
         limits: Mapping[str, Any] | None = None,
+        memory_store: MemoryStore | None = None,
     ) -> Agent:
         """The `Agent` this defines.
 
@@ -168,6 +173,7 @@ class AgentDefinition:
             models: a cache of models costly to load, kept by the caller across calls.
             model: a model object to use instead of building one from `model`.
             limits: limits overriding the definition's for this agent only.
+            memory_store: where the facts of `memory` live (required when it is set).
         """
         from .agent import Agent  # agent.py imports this module
 
@@ -188,6 +194,7 @@ class AgentDefinition:
                 approval=self.approval,
                 guardrails=guardrails,
                 escalate=escalate,
+                memory=self._memory(memory_store),
             )
         except DefinitionError:
             raise
@@ -246,6 +253,17 @@ class AgentDefinition:
         escalate = None if self.escalate is None else load("escalate", self.escalate)
         return guardrails, escalate
 
+    def _memory(self, store: MemoryStore | None) -> Memory | None:
+        if self.memory is None:
+            return None
+        if store is None:
+            raise DefinitionError(
+                "memory",
+                "needs a store for its facts: run the agent with a store (`pi run --session`, "
+                "`--db`) or pass `memory_store`",
+            )
+        return Memory.from_policy(store, self.memory)
+
     def _model(self, cache: dict[str, Model] | None) -> Model:
         key = f"{self.model}@{self.base_url}@{sorted(self.local.items())}"
         fresh = (self.model or "").partition(":")[0] in _FRESH_SPECS
@@ -284,6 +302,7 @@ def _blame(message: str) -> str:
         ("tools", ("two tools share", "@tool")),
         ("output", ("contract",)),
         ("budget", ("Budget.",)),
+        ("memory", ("memory", "Memory")),
     ):
         if any(w in message for w in words):
             return key
@@ -486,6 +505,16 @@ def _guardrails(key: str, value: Any) -> dict[str, Any] | None:
     return table
 
 
+def _memory(key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table, got {value!r}")
+    if "scope" not in value:
+        raise DefinitionError(key, 'needs `scope`: whose facts (e.g. "user:alice")')
+    return _dataclass_table(key, MemoryPolicy, value)
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -511,6 +540,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "subagents": _subagents,
     "guardrails": _guardrails,
     "escalate": _escalate,
+    "memory": _memory,
 }
 
 

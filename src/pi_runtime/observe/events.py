@@ -269,6 +269,45 @@ class Escalated:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryRecalled:
+    """Long-term facts (memory L3) were recalled: into the prompt's memory layer at the
+    run's start (`via` `prompt`), or by the `recall` tool (`tool`)."""
+
+    kind: Literal["memory_recalled"] = "memory_recalled"
+    scope: str
+    via: Literal["prompt", "tool"]
+    method: str
+    """`embedding`, `bm25`, or `none` (nothing to rank)."""
+    fact_ids: tuple[str, ...] = ()
+    """The facts recalled, best first (for `prompt`: those that fit the layer's budget)."""
+    scores: dict[str, float] = field(default_factory=dict)
+    tokens: int = 0
+    """Tokens of the memory layer's block (`prompt` only)."""
+    left_out: tuple[str, ...] = ()
+    """Facts ranked in the top-k that the layer's budget left out (`prompt` only)."""
+    fallback_reason: str | None = None
+    error: str | None = None
+    """Why nothing could be recalled (the store failed); the run goes on without."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryWritten:
+    """Long-term facts were written: by the `remember` tool (`via` `tool`), or at the
+    run's end (`end`: the facts its `remember` calls staged)."""
+
+    kind: Literal["memory_written"] = "memory_written"
+    scope: str
+    via: Literal["tool", "end"]
+    fact_ids: tuple[str, ...] = ()
+    """The facts kept, new or already known."""
+    known: tuple[str, ...] = ()
+    """Those of `fact_ids` the scope already held (not written twice)."""
+    discarded: int = 0
+    """Staged facts not written because the run did not end well (`end` only)."""
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelDelta:
     """Streamed output as it arrives (live streams only; traces keep the whole response)."""
 
@@ -314,4 +353,6 @@ Event: TypeAlias = (
     | Escalated
     | ModelDelta
     | RunFinished
+    | MemoryRecalled
+    | MemoryWritten
 )

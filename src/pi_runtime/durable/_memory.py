@@ -1,0 +1,92 @@
+"""Long-term facts (memory L3): kept per scope, one per fact key, newest first.
+
+The cleaning and the identity of a fact are the memory layer's (`pi_runtime.memory.
+facts`): the store applies them itself, so a fact is the same whichever process wrote it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import delete, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from ..exceptions import UserError
+from ..memory.facts import Fact, check_embedding, check_scope, clean_fact, fact_key
+from . import schema as t
+from ._tx import Tx, check_id, new_id
+
+
+def remember_fact(
+    tx: Tx,
+    scope: str,
+    text: str,
+    *,
+    session_id: str | None,
+    run_id: str | None,
+    embedding: Sequence[float] | None,
+    embedder: str | None,
+) -> tuple[Fact, bool]:
+    check_scope(scope)
+    text = clean_fact(text)
+    vector = check_embedding(embedding)
+    if (vector is None) != (embedder is None):
+        raise UserError("an embedding and the name of its embedder go together")
+    for what, value in (("session_id", session_id), ("run_id", run_id), ("embedder", embedder)):
+        if value is not None:
+            check_id(what, value)
+    key = fact_key(text)
+    values: dict[str, Any] = {
+        "id": new_id("fact"),
+        "scope": scope,
+        "key": key,
+        "text": text,
+        "session_id": session_id,
+        "run_id": run_id,
+        "embedder": embedder,
+        "embedding": None if vector is None else list(vector),
+        "created_at": tx.now,
+    }
+    # a fact already kept (by anyone, at any moment) wins: nothing is written twice
+    dialect = postgresql if tx.conn.dialect.name == "postgresql" else sqlite
+    insert = dialect.insert(t.memory_facts).values(**values)
+    tx.conn.execute(insert.on_conflict_do_nothing(index_elements=["scope", "key"]))
+    row = tx.conn.execute(
+        select(t.memory_facts).where(t.memory_facts.c.scope == scope, t.memory_facts.c.key == key)
+    ).one()
+    return _fact(row), row.id == values["id"]
+
+
+def list_facts(tx: Tx, scope: str, limit: int) -> list[Fact]:
+    check_scope(scope)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UserError(f"limit must be a positive integer, got {limit!r}")
+    c = t.memory_facts.c
+    query = (
+        select(t.memory_facts)
+        .where(c.scope == scope)
+        .order_by(c.created_at.desc(), c.id.desc())
+        .limit(limit)
+    )
+    return [_fact(row) for row in tx.conn.execute(query)]
+
+
+def forget_fact(tx: Tx, scope: str, fact_id: str) -> bool:
+    check_scope(scope)
+    c = t.memory_facts.c
+    gone = tx.conn.execute(delete(t.memory_facts).where(c.scope == scope, c.id == fact_id))
+    return bool(gone.rowcount)
+
+
+def _fact(row: Any) -> Fact:
+    return Fact(
+        id=row.id,
+        scope=row.scope,
+        text=row.text,
+        created_at=row.created_at,
+        session_id=row.session_id,
+        run_id=row.run_id,
+        embedding=None if row.embedding is None else tuple(row.embedding),
+        embedder=row.embedder,
+    )

@@ -1,0 +1,182 @@
+"""The tables as migration `0001_initial` created them: a frozen copy of `schema.py` at
+that release, so the first migration creates today what it always created, whatever
+later migrations add or change (see `migrations.py`). Never edit it.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    Text,
+    UniqueConstraint,
+    text,
+)
+
+from .schema import _BIG_ID, _json, _lease, _ts
+
+metadata = MetaData()
+
+sessions = Table(
+    "sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("status", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("message_count", Integer, nullable=False),
+    Column("agent", _json(), nullable=True),
+    _ts("created_at"),
+    _ts("updated_at"),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("session_id", Text, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("stop_reason", Text, nullable=True),
+    Column("parent_run_id", Text, ForeignKey("runs.id"), nullable=True),
+    Column("input", _json(), nullable=True),
+    Column("result", _json(), nullable=True),
+    *_lease(),
+    _ts("created_at"),
+    _ts("started_at", nullable=True),
+    _ts("finished_at", nullable=True),
+    # A run that ended awaiting gets at most one continuation, whoever delivers last.
+    UniqueConstraint("parent_run_id", name="uq_runs_continuation"),
+    Index("ix_runs_session", "session_id", "created_at"),
+    Index("ix_runs_claim", "status", "created_at"),
+)
+
+messages = Table(
+    "messages",
+    metadata,
+    Column("session_id", Text, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("role", Text, nullable=False),
+    # Set on tool results only: NULLs never collide, so the unique key below means
+    # "one tool call, one result".
+    Column("tool_call_id", Text, nullable=True),
+    Column("run_id", Text, ForeignKey("runs.id"), nullable=True),
+    Column("payload", _json(), nullable=False),
+    _ts("created_at"),
+    PrimaryKeyConstraint("session_id", "seq", name="pk_messages"),
+    UniqueConstraint("session_id", "tool_call_id", name="uq_messages_tool_result"),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("session_id", Text, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=True),
+    Column("tool_call_id", Text, nullable=True),
+    Column("tool", Text, nullable=False),
+    Column("arguments", _json(), nullable=False),
+    Column("status", Text, nullable=False),
+    Column("retry_safe", Boolean, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    *_lease(),
+    Column("checkpoint", _json(), nullable=True),
+    Column("result", _json(), nullable=True),
+    Column("error", _json(), nullable=True),
+    _ts("created_at"),
+    _ts("updated_at"),
+    _ts("started_at", nullable=True),
+    _ts("finished_at", nullable=True),
+    # Enqueueing the same tool call twice (a resumed run) yields the same job.
+    UniqueConstraint("session_id", "tool_call_id", name="uq_jobs_tool_call"),
+    Index("ix_jobs_claim", "status", "created_at"),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", _BIG_ID, primary_key=True, autoincrement=True),
+    Column("job_id", Text, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("payload", _json(), nullable=False),
+    _ts("created_at"),
+    _ts("delivered_at", nullable=True),
+    Column("outcome", Text, nullable=True),
+    *_lease(),
+    UniqueConstraint("job_id", "kind", name="uq_outbox_job_kind"),
+    Index(
+        "ix_outbox_pending",
+        "created_at",
+        postgresql_where=text("delivered_at IS NULL"),
+        sqlite_where=text("delivered_at IS NULL"),
+    ),
+)
+
+waits = Table(
+    "waits",
+    metadata,
+    Column("session_id", Text, ForeignKey("sessions.id", ondelete="CASCADE"), nullable=False),
+    Column("tool_call_id", Text, nullable=False),
+    Column("job_id", Text, ForeignKey("jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("run_id", Text, ForeignKey("runs.id"), nullable=True),
+    Column("status", Text, nullable=False),
+    Column("event_id", _BIG_ID, ForeignKey("outbox.id"), nullable=True),
+    _ts("created_at"),
+    _ts("resolved_at", nullable=True),
+    PrimaryKeyConstraint("session_id", "tool_call_id", name="pk_waits"),
+    UniqueConstraint("job_id", name="uq_waits_job"),
+    Index("ix_waits_run", "run_id"),
+)
+
+snapshots = Table(
+    "snapshots",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("source", Text, nullable=False),
+    Column("locator", _json(), nullable=True),
+    Column("version", Text, nullable=True),
+    Column("digest", Text, nullable=False),
+    Column("page_count", Integer, nullable=False),
+    Column("row_count", Integer, nullable=True),
+    Column("meta", _json(), nullable=True),
+    _ts("created_at"),
+    _ts("expires_at", nullable=True),
+    Index("ix_snapshots_expires", "expires_at"),
+)
+
+pages = Table(
+    "pages",
+    metadata,
+    Column("snapshot_id", Text, ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False),
+    Column("seq", Integer, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("row_count", Integer, nullable=True),
+    PrimaryKeyConstraint("snapshot_id", "seq", name="pk_pages"),
+)
+
+resource_refs = Table(
+    "resource_refs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("snapshot_id", Text, ForeignKey("snapshots.id", ondelete="CASCADE"), nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("meta", _json(), nullable=True),
+    _ts("created_at"),
+    _ts("expires_at", nullable=True),
+    Index("ix_resource_refs_expires", "expires_at"),
+)
+
+# Secrets every worker must share (e.g. the HMAC key that signs page cursors).
+signing_keys = Table(
+    "signing_keys",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("secret", Text, nullable=False),
+    _ts("created_at"),
+)

@@ -1,0 +1,41 @@
+"""The long-term memory methods of `SqlStore` (`MemoryStore`), each one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..memory.facts import RECALL_WINDOW, Fact
+from . import _memory
+from ._sql_base import SqlBase
+
+
+class MemorySql(SqlBase):
+    """`MemoryStore` over SQL: facts per scope."""
+
+    def remember_fact(
+        self,
+        scope: str,
+        text: str,
+        *,
+        session_id: str | None = None,
+        run_id: str | None = None,
+        embedding: Sequence[float] | None = None,
+        embedder: str | None = None,
+    ) -> tuple[Fact, bool]:
+        return self._do(
+            lambda tx: _memory.remember_fact(
+                tx,
+                scope,
+                text,
+                session_id=session_id,
+                run_id=run_id,
+                embedding=embedding,
+                embedder=embedder,
+            )
+        )
+
+    def list_facts(self, scope: str, *, limit: int = RECALL_WINDOW) -> list[Fact]:
+        return self._do(lambda tx: _memory.list_facts(tx, scope, limit), read=True)
+
+    def forget_fact(self, scope: str, fact_id: str) -> bool:
+        return self._do(lambda tx: _memory.forget_fact(tx, scope, fact_id))
