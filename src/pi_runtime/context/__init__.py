@@ -4,33 +4,48 @@ from .budget import Budget
 from .builder import (
     BuiltContext,
     ContextBuilder,
+    ModelSummariser,
     Summariser,
     message_text,
     model_summariser,
 )
+from .presets import INJECTION_REPLY, PRESETS, Preset
 from .prompt import (
     OUTPUT_DISCIPLINE,
     PromptParts,
+    as_parts,
+    prompt_values,
     render_system_prompt,
     runtime_block,
     tool_summary,
 )
+from .roles import ROLES, Role, RolePrompt, render_role
 from .templates import PromptTemplate, load_template
 from .tokens import TokenizerUnavailable, count_tokens
 
 __all__ = [
+    "INJECTION_REPLY",
     "OUTPUT_DISCIPLINE",
+    "PRESETS",
+    "ROLES",
     "Budget",
     "BuiltContext",
     "ContextBuilder",
+    "ModelSummariser",
+    "Preset",
     "PromptParts",
     "PromptTemplate",
+    "Role",
+    "RolePrompt",
     "Summariser",
     "TokenizerUnavailable",
+    "as_parts",
     "count_tokens",
     "load_template",
     "message_text",
     "model_summariser",
+    "prompt_values",
+    "render_role",
     "render_system_prompt",
     "runtime_block",
     "tool_summary",

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from ..models import ToolDefinition
+from .presets import Section, check_presets, preset_lines
 from .templates import PromptTemplate, load_template
 
 DEFAULT_ROLE = "You are Pi, an agent that completes the user's task by calling tools."
@@ -27,9 +28,18 @@ TOOL_RULES = """\
 - Pass identifiers, keys and filters to tools, not whole documents."""
 
 
+SECTIONS: tuple[Section, ...] = ("tool_rules", "output_format", "safety", "uncertainty")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptParts:
-    """The parts of a system prompt, in the order the template places them."""
+    """The parts of a system prompt, in the order the template places them.
+
+    `presets` names optional rules of seed 001 §4.3's skeleton (`context.presets.PRESETS`:
+    `max_tools_5`, `confirm_irreversible`, `answer_sections_zh`, `answer_sections_en`,
+    `no_pii`, `injection_reply`, `contradictions_to_human`), each added at the end of the
+    part it belongs to.
+    """
 
     role: str = DEFAULT_ROLE
     task: str = "Complete the user's request accurately and briefly."
@@ -42,6 +52,10 @@ class PromptParts:
     uncertainty: str = "- When key information is missing, ask the user instead of guessing."
     discipline: bool = True
     extra: dict[str, str] = field(default_factory=dict)
+    presets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "presets", check_presets(self.presets))
 
 
 def tool_summary(tools: Sequence[ToolDefinition]) -> str:
@@ -53,6 +67,33 @@ def tool_summary(tools: Sequence[ToolDefinition]) -> str:
     return "\n".join(lines) or "(no tools)"
 
 
+def as_parts(parts: PromptParts | str | None, *, discipline: bool = True) -> PromptParts:
+    """`parts` as `PromptParts`: a string is the role, None the default role."""
+    if parts is None or isinstance(parts, str):
+        return PromptParts(role=parts.strip() if parts else DEFAULT_ROLE, discipline=discipline)
+    return parts
+
+
+def prompt_values(parts: PromptParts, *, discipline: bool = True) -> dict[str, str]:
+    """The template values `parts` gives: each part with its presets' lines, output
+    discipline leading the tool rules (unless turned off), then `extra`."""
+    rules = parts.tool_rules
+    if parts.discipline and discipline:
+        rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
+    values = {
+        "role": parts.role,
+        "task": parts.task,
+        "tool_rules": rules,
+        "output_format": parts.output_format,
+        "safety": parts.safety,
+        "uncertainty": parts.uncertainty,
+    }
+    for section in SECTIONS:
+        values[section] = "\n".join([values[section], *preset_lines(parts.presets, section)])
+    values.update(parts.extra)
+    return values
+
+
 def render_system_prompt(
     parts: PromptParts | str | None = None,
     *,
@@ -60,24 +101,9 @@ def render_system_prompt(
     template: PromptTemplate | None = None,
 ) -> tuple[str, PromptTemplate]:
     """(the system layer text, the template it came from). A string is the role/task text."""
-    if parts is None or isinstance(parts, str):
-        chosen = PromptParts(role=parts.strip() if parts else DEFAULT_ROLE, discipline=discipline)
-    else:
-        chosen = parts
+    chosen = as_parts(parts, discipline=discipline)
     template = template or load_template("system")
-    rules = chosen.tool_rules
-    if chosen.discipline and discipline:
-        rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
-    values = {
-        "role": chosen.role,
-        "task": chosen.task,
-        "tool_rules": rules,
-        "output_format": chosen.output_format,
-        "safety": chosen.safety,
-        "uncertainty": chosen.uncertainty,
-        **chosen.extra,
-    }
-    return template.render(values), template
+    return template.render(prompt_values(chosen, discipline=discipline)), template
 
 
 def runtime_block(tools: Sequence[ToolDefinition], *, mode: str, today: date | None = None) -> str:

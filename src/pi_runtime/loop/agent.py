@@ -14,11 +14,13 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel
 
 from ..context import (
+    PRESETS,
     Budget,
     ContextBuilder,
     PromptParts,
     PromptTemplate,
     Summariser,
+    as_parts,
     count_tokens,
     model_summariser,
     render_system_prompt,
@@ -49,6 +51,7 @@ from .agentfile import agent_error, read_agent_file
 from .carry import carry, request_anchor
 from .definition import AgentDefinition, DefinitionError
 from .guards import Limits
+from .plan import Composition, Mode
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
@@ -80,6 +83,11 @@ class Agent:
             `required`, `none` or a tool name); `run(next_tool_choice=…)` overrides it.
         trace_dir: where JSONL traces go (default `$PI_TRACE_DIR` or `./.pi/traces`);
             False writes none.
+        mode: `react` (one ReAct loop, the default), `plan` (plan, execute each step as a
+            bounded loop with its own tools, reflect, replan) or `auto` (a router call
+            picks `direct`, `react` or `plan` per request); see docs/modes.md.
+        max_replans: replans a `plan` run may make before a failing step stops it.
+        step_max_steps: model calls each plan step's executor may make.
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -102,6 +110,9 @@ class Agent:
         settings: ModelSettings | None = None,
         tool_choice: str = "auto",
         trace_dir: str | Path | bool | None = None,
+        mode: Mode = "react",
+        max_replans: int = 2,
+        step_max_steps: int = 5,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -125,6 +136,7 @@ class Agent:
             output = OutputContract.from_model(output)
         self.contract = output
         if output is not None:
+            _check_free_text(instructions)
             parts = (
                 instructions
                 if isinstance(instructions, PromptParts)
@@ -146,6 +158,15 @@ class Agent:
         self.definition: AgentDefinition | None = None
         self.tool_choice = tool_choice
         self.validate_tool_choice(tool_choice)
+        self.mode, self.max_replans, self.step_max_steps = mode, max_replans, step_max_steps
+        offered = [s.definition for s in self.tools if self.allow is None or s.name in self.allow]
+        self.composition = Composition.of(
+            mode,
+            max_replans=max_replans,
+            step_max_steps=step_max_steps,
+            parts=as_parts(instructions),
+            tools=offered,
+        )
 
     @classmethod
     def from_file(
@@ -284,12 +305,18 @@ class Agent:
             )
         )
         ids = {"run_id": run_id, "session_id": session}
+        # a composed mode runs the new request in phases; a continuation goes on as ReAct
+        runner = (
+            driver
+            if self.composition is None or prompt is None
+            else self.composition.runner(driver)
+        )
         try:
             try:
-                state = await driver.run_transitions()
+                state = await runner.run_transitions()
             except asyncio.CancelledError:
                 _finish(
-                    _ended(driver.state, "cancelled", "the run was cancelled"),
+                    _ended(runner.state, "cancelled", "the run was cancelled"),
                     recorder,
                     started,
                     **ids,
@@ -297,7 +324,7 @@ class Agent:
                 raise
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
-                state = _ended(driver.state, "internal_error", detail)
+                state = _ended(runner.state, "internal_error", detail)
             return _finish(state, recorder, started, **ids)
         finally:
             # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
@@ -391,6 +418,17 @@ class RunStream:
         finally:
             if not task.done():
                 task.cancel()
+
+
+def _check_free_text(instructions: str | PromptParts | None) -> None:
+    """An output contract makes the answer a JSON object: presets shaping free text clash."""
+    if isinstance(instructions, PromptParts):
+        shaping = [p for p in instructions.presets if PRESETS[p].section == "output_format"]
+        if shaping:
+            raise UserError(
+                f"prompt preset {shaping[0]} shapes a free-text answer, and the output "
+                "contract makes the answer a JSON object: drop one of them"
+            )
 
 
 def _check_elapsed(elapsed: float, *, continuing: bool) -> None:

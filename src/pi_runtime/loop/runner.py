@@ -74,10 +74,13 @@ class Driver:
         can still end the run from where it got to.
         """
         loop = asyncio.get_running_loop()
-        self.started = time.perf_counter()
+        now = time.perf_counter()
+        if not self.started:  # else a phase of a composed run: the run's start stands
+            self.started = now
         self.reader = AnswerReader(self.model, self.live)
         clock = self.limits.wall_clock_s
-        deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
+        spent = now - self.started + self.request_elapsed_s
+        deadline = None if clock is None else loop.time() + clock - spent
         try:
             # one clock for the whole run, not one per transition: entering a timeout
             # costs a timer each time, and the deadline is the same for every transition

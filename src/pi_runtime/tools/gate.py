@@ -10,6 +10,7 @@ bad JSON. Every outcome is a tool-result message; nothing raises.
 from __future__ import annotations
 
 import asyncio
+import copy
 import random
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -88,6 +89,13 @@ class Gate:
         self._rng = rng or random.Random()
         self.launcher = launcher
         self._schemas = {t.name: ArgumentSchema.of(t.parameters) for t in tools}
+
+    def narrowed(self, allow: Collection[str]) -> Gate:
+        """This gate for a part of a run that may call only `allow` (of what it allows):
+        same session, retries and launcher; any other tool is `permission_denied`."""
+        gate = copy.copy(self)
+        gate.allowed = self.allowed & frozenset(allow)
+        return gate
 
     @property
     def offered(self) -> list[ToolSpec]:
