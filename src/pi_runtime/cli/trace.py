@@ -42,6 +42,9 @@ def show(
         "guard": "yellow",
         "security_audit": "red",
         "run_finished": "bold",
+        "plan_created": "magenta",
+        "replanned": "magenta",
+        "route_chosen": "magenta",
     }
     for data in events:
         event = typed(data)

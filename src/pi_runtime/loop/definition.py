@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
 from ..context import Budget, PromptParts
+from ..context.presets import check_presets
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..models import Model, resolve_model
@@ -29,6 +30,7 @@ from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
 from ..tools.retrieval import ToolRetriever
 from .guards import Limits
+from .plan import MODES, Mode
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -74,6 +76,9 @@ class AgentDefinition:
         import_path: the folder tool modules import from (an agent file's own folder).
         job_max_attempts: how often a background job may be interrupted (a worker dying)
             and started again before it fails.
+        mode: `react` (the default), `plan` or `auto` (see `Agent`).
+        max_replans: replans a `plan` run may make.
+        step_max_steps: model calls each plan step's executor may make.
         source: the file the definition was read from, if any (for messages only).
     """
 
@@ -91,6 +96,9 @@ class AgentDefinition:
     import_path: str | None = None
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS
     source: str | None = None
+    mode: str = "react"
+    max_replans: int = 2
+    step_max_steps: int = 5
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -170,6 +178,9 @@ class AgentDefinition:
                 limits=Limits(**merged),
                 tool_choice=self.tool_choice or "auto",
                 trace_dir=trace_dir,
+                mode=cast(Mode, self.mode),  # checked by its rule
+                max_replans=self.max_replans,
+                step_max_steps=self.step_max_steps,
             )
         except DefinitionError:
             raise
@@ -243,6 +254,11 @@ def _instructions(key: str, value: Any) -> str | dict[str, Any] | None:
         return value
     if not isinstance(value, Mapping):
         raise DefinitionError(key, f"must be a string or a table of prompt parts, got {value!r}")
+    if isinstance(value.get("presets"), list):
+        try:
+            check_presets(value["presets"])
+        except UserError as exc:
+            raise DefinitionError(f"{key}.presets", str(exc)) from None
     return _dataclass_table(key, PromptParts, value)
 
 
@@ -316,6 +332,18 @@ def _job_attempts(key: str, value: Any) -> int:
     return value
 
 
+def _mode(key: str, value: Any) -> str:
+    if value not in MODES:
+        raise DefinitionError(key, f"must be one of {', '.join(MODES)}, got {value!r}")
+    return str(value)
+
+
+def _replans(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DefinitionError(key, f"must be an integer of at least 0, got {value!r}")
+    return value
+
+
 _RULES: dict[str, Callable[[str, Any], Any]] = {
     "model": _optional_str,
     "base_url": _optional_str,
@@ -331,6 +359,9 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "import_path": _optional_str,
     "job_max_attempts": _job_attempts,
     "source": _optional_str,
+    "mode": _mode,
+    "max_replans": _replans,
+    "step_max_steps": _job_attempts,  # an integer of at least 1 too
 }
 
 
@@ -346,6 +377,8 @@ def _dataclass_table(key: str, cls: type, value: Any) -> dict[str, Any]:
     for name, item in value.items():
         if name not in types:
             raise DefinitionError(f"{key}.{name}", f"unknown key; known: {', '.join(types)}")
+        if isinstance(item, list) and name in _tuple_fields(cls):
+            item = tuple(item)  # TOML and JSON have arrays, not tuples
         try:
             types[name].validate_python(item, strict=True)
         except ValidationError as exc:
@@ -368,6 +401,12 @@ def _optional_fields(cls: type) -> frozenset[str]:
         if type(None) in typing.get_args(hints[f.name])
         and bool not in typing.get_args(hints[f.name])
     )
+
+
+@cache
+def _tuple_fields(cls: type) -> frozenset[str]:
+    hints = typing.get_type_hints(cls)
+    return frozenset(f.name for f in fields(cls) if typing.get_origin(hints[f.name]) is tuple)
 
 
 @cache
