@@ -633,3 +633,47 @@ def test_plan_mode_answers_from_an_agent_file_with_a_stored_script(tmp_path: Pat
 
     assert (agent.mode, agent.max_replans, agent.step_max_steps) == ("plan", 1, 3)
     assert result.ok and len(of(result, Replanned)) == 1
+
+
+def test_the_requests_tool_choice_goes_to_the_first_executor_call_not_the_planner(
+    tmp_path: Path,
+) -> None:
+    agent, model = plan_agent(
+        [
+            TWO_STEPS,
+            function_call("lookup", {"city": "Chengdu"}),
+            text("Rain."),
+            reflection_answer(True, "ok"),
+            function_call("remind", {"text": "umbrella"}),
+            text("Set."),
+            reflection_answer(True, "ok"),
+            text("Rain; reminder set."),
+        ],
+        tmp_path,
+        tool_choice="lookup",
+    )
+
+    result = agent.run_sync(PROMPT)
+
+    assert result.ok
+    choices = [r.tool_choice for r in model.calls]
+    # a role answering JSON is never forced to call a tool it is not offered
+    assert choices == ["auto", "lookup", "auto", "auto", "auto", "auto", "auto", "auto"]
+
+
+def test_a_forced_tool_the_first_step_does_not_offer_is_not_forced(tmp_path: Path) -> None:
+    agent, model = plan_agent(
+        [
+            plan_answer(("umbrella reminder", ["remind"])),
+            function_call("remind", {"text": "umbrella"}),
+            text("Set."),
+            reflection_answer(True, "ok"),
+            text("Reminder set."),
+        ],
+        tmp_path,
+        tool_choice="lookup",
+    )
+
+    result = agent.run_sync(PROMPT)
+
+    assert result.ok and {r.tool_choice for r in model.calls} == {"auto"}

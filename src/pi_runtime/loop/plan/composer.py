@@ -27,7 +27,7 @@ from typing import Any, Literal, TypeAlias
 
 from ...contract import OutputContract
 from ...messages import UserMessage
-from ...models import ToolDefinition
+from ...models import TOOL_CHOICE_MODES, ToolDefinition
 from ...observe import (
     Event,
     PlanCreated,
@@ -85,7 +85,7 @@ class _StepLimit:
         self.emit(event)
 
 
-def _begin(state: RunState, brief: UserMessage | None) -> RunState:
+def _begin(state: RunState, brief: UserMessage | None, tool_choice: str = "auto") -> RunState:
     """The state a later phase starts from: REFLECT, with `brief` waiting for OBSERVE."""
     return evolve(
         state,
@@ -98,7 +98,7 @@ def _begin(state: RunState, brief: UserMessage | None) -> RunState:
         response=None,
         outcomes=(),
         contract_errors=(),
-        next_tool_choice="auto",
+        next_tool_choice=tool_choice,
     )
 
 
@@ -110,6 +110,9 @@ class ComposedRun:
         self.base = base
         self._driver = base
         self._started = 0.0
+        # the request's tool choice is for its first call that may use tools: the first
+        # executor's (or the routed ReAct loop's), not a role's that answers JSON
+        self._choice = base.state.next_tool_choice
 
     @property
     def state(self) -> RunState:
@@ -119,7 +122,7 @@ class ComposedRun:
     async def run_transitions(self) -> RunState:
         self._started = time.perf_counter()
         try:
-            return await self._run(self.base.state)
+            return await self._run(evolve(self.base.state, next_tool_choice="auto"))
         except _Ended as ended:
             return ended.state
 
@@ -140,6 +143,7 @@ class ComposedRun:
                     tools=base.tools,
                     contract=base.contract,
                     whole=True,
+                    tool_choice=self._take_choice(tuple(d.name for d in base.tools)),
                 )
         return await self._plan_and_execute(state, brief)
 
@@ -186,6 +190,11 @@ class ComposedRun:
             index = 0
         return await self._answer(state, compose_brief())
 
+    def _take_choice(self, tools: tuple[str, ...]) -> str:
+        """The request's tool choice, once, when it fits a phase offering `tools`."""
+        choice, self._choice = self._choice, "auto"
+        return choice if choice in TOOL_CHOICE_MODES or choice in tools else "auto"
+
     def _stop(self, state: RunState, step: t.Step) -> RunState:
         ended, events = step
         for event in events:
@@ -204,12 +213,13 @@ class ComposedRun:
         whole: bool = False,
         limits_steps: int | None = None,
         emit: Callable[[Event], None] | None = None,
+        tool_choice: str = "auto",
     ) -> RunState:
         """One phase run to its end. `whole`: every tool, retrieval included, as a plain
         ReAct run has them; else only `tools`, and the gate refuses the others."""
         base = self.base
         if brief is not None:
-            state = _begin(state, brief)
+            state = _begin(state, brief, tool_choice)
         names = {d.name for d in tools}
         self._driver = replace(
             base,
@@ -292,6 +302,7 @@ class ComposedRun:
             prompt=c.executor.ref,
             tools=tools,
             limits_steps=cap if capped else None,
+            tool_choice=self._take_choice(step.tools),
             emit=held,
         )
         if state.stop_reason == "final_answer":
