@@ -63,6 +63,8 @@ class Driver:
     retriever: ToolRetriever | None = None
     specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
+    """When the run began (`perf_counter`); 0 until `run_transitions` sets it. A phase of
+    a composed run is given its run's start, so clock and metrics count from there."""
     reader: AnswerReader = field(init=False)
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""

@@ -177,7 +177,7 @@ class ComposedRun:
                     f"plan step {number} was not done after {replans} replan(s): {verdict.reason}"
                 )
                 return self._stop(
-                    state, t.finish(_begin(state, None), "max_steps", detail, guard="max_replans")
+                    t.finish(_begin(state, None), "max_steps", detail, guard="max_replans")
                 )
             replans += 1
             self.base.emit(
@@ -195,7 +195,8 @@ class ComposedRun:
         choice, self._choice = self._choice, "auto"
         return choice if choice in TOOL_CHOICE_MODES or choice in tools else "auto"
 
-    def _stop(self, state: RunState, step: t.Step) -> RunState:
+    def _stop(self, step: t.Step) -> RunState:
+        """The run ended by the composer itself, its events written."""
         ended, events = step
         for event in events:
             self.base.emit(event)
