@@ -17,6 +17,7 @@ from pi_runtime.context import (
     BuiltContext,
     ContextBuilder,
     count_tokens,
+    load_template,
     message_text,
     model_summariser,
 )
@@ -317,6 +318,19 @@ def test_summary_only_when_the_digest_does_not_fit() -> None:
     assert built.summary is not None and "SUMMARY#1 of the early pages" in built.summary
     assert built.summary.startswith("[Earlier in this conversation: 6 exchange(s)")
     assert_calls_paired(built.messages)
+
+
+def test_the_build_report_names_the_template_a_model_summary_was_written_under() -> None:
+    messages, budget = window_case(digest_tokens=50)
+    summariser = model_summariser(ScriptedModel([{"text": "pages 1-6: rows"}]))
+
+    built = build(ContextBuilder(budget, summariser=summariser), messages)
+
+    assert built.steps == ("window", "summary")
+    assert built.report()["summariser"] == load_template("summariser").ref
+    plain = build(ContextBuilder(budget, summariser=FakeSummariser()), messages)
+    assert "summariser" not in plain.report()  # a summariser of one's own has no template
+    assert "summariser" not in build(ContextBuilder(budget), messages).report()
 
 
 def test_summariser_runs_once_per_dropped_prefix_not_every_turn() -> None:

@@ -8,7 +8,15 @@ assert model.calls[1].messages[-1].role == "tool"
 
 from .models.function import FunctionModel
 from .models.replay import ReplayModel
-from .models.script_builders import function_call, parallel_calls, text, tool_call
+from .models.script_builders import (
+    function_call,
+    parallel_calls,
+    plan_answer,
+    reflection_answer,
+    route_answer,
+    text,
+    tool_call,
+)
 from .models.scripted import ScriptedModel, ScriptStep, load_script
 
 __all__ = [
@@ -19,6 +27,9 @@ __all__ = [
     "function_call",
     "load_script",
     "parallel_calls",
+    "plan_answer",
+    "reflection_answer",
+    "route_answer",
     "text",
     "tool_call",
 ]

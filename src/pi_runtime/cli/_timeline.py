@@ -20,6 +20,11 @@ from ..observe import (
     ModelErrorEvent,
     ModelRequested,
     ModelResponded,
+    PlanCreated,
+    PlanStepFinished,
+    PlanStepStarted,
+    Replanned,
+    RouteChosen,
     RunFinished,
     RunStarted,
     SecurityAudit,
@@ -54,7 +59,11 @@ def describe(event: Event) -> str | None:
             f"{event.stop_reason} · in {u.input_tokens} out {u.output_tokens} · {event.trace}"
         )
     if isinstance(event, ModelRequested):
-        return f"step {event.step}: {event.message_count} messages, tool_choice={event.tool_choice}"
+        line = f"step {event.step}: {event.message_count} messages, tool_choice={event.tool_choice}"
+        prompt = event.prompt
+        if prompt.get("name") not in (None, "system"):  # a role's call in a composed run
+            line += f" · prompt {prompt['name']}@{prompt.get('version')}"
+        return line
     if isinstance(event, ModelResponded):
         m = event.message
         u = m.usage
@@ -88,6 +97,9 @@ def describe(event: Event) -> str | None:
         return f"{event.hook}: {said}"
     if isinstance(event, MemoryRecalled | MemoryWritten):
         return _memory(event)
+    plan = _plan_line(event)
+    if plan is not None:
+        return plan
     if isinstance(event, RunFinished):
         u = event.usage
         return (
@@ -111,6 +123,43 @@ def _memory(event: MemoryRecalled | MemoryWritten) -> str:
         f"{event.scope} via {event.via}: {len(event.fact_ids)} fact(s), "
         f"{len(event.known)} already known{dropped}"
     )
+
+
+def _tools(tools: tuple[str, ...]) -> str:
+    return ", ".join(tools) or "-"
+
+
+def _plan_line(event: Event) -> str | None:
+    """The line of a plan-mode or routing event (model-written goals and reasons folded)."""
+    if isinstance(event, PlanCreated):
+        head = f"revision {event.revision}" if event.revision else "plan"
+        steps = "; ".join(
+            f"{i}. {' '.join(s.goal.split())[:60]} [{_tools(s.tools)}]"
+            for i, s in enumerate(event.steps, 1)
+        )
+        fallback = " (fallback: the planner's answer missed the contract)" if event.fallback else ""
+        return f"{head}: {len(event.steps)} step(s){fallback}: {steps}"
+    if isinstance(event, PlanStepStarted):
+        goal = " ".join(event.goal.split())[:90]
+        return f"step {event.number}/{event.total}: {goal} · tools {_tools(event.tools)}"
+    if isinstance(event, PlanStepFinished):
+        verdict = "done" if event.done else "not done"
+        verdict += ", replan" if event.replan else ""
+        judged = " (Pi's fallback verdict)" if event.fallback else ""
+        return (
+            f"step {event.number}: {event.outcome} in {event.model_calls} call(s) · "
+            f"{verdict}{judged} · {' '.join(event.reason.split())[:90]}"
+        )
+    if isinstance(event, Replanned):
+        return (
+            f"after step {event.number} (replan {event.replans} of {event.max_replans}): "
+            f"{' '.join(event.reason.split())[:90]}"
+        )
+    if isinstance(event, RouteChosen):
+        sure = "" if event.confidence is None else f" · confidence {event.confidence:g}"
+        fallback = " (fallback: the router's answer missed the contract)" if event.fallback else ""
+        return f"{event.mode}{sure}{fallback}"
+    return None
 
 
 def typed(data: dict[str, Any]) -> Event | None:

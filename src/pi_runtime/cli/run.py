@@ -80,6 +80,12 @@ def run_command(
     trace_dir: Annotated[
         Path | None, typer.Option("--trace-dir", help="Where the JSONL trace goes.")
     ] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode", help="react (default), plan (plan, execute, reflect) or auto (routed)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult JSON only.")] = False,
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
@@ -102,6 +108,8 @@ def run_command(
         definition = _definition(agent_file, model=model, tools=tools, base_url=base_url)
         if engine:  # merged key by key over the agent file's [local] table
             definition = definition.with_overrides(local=engine)
+        if mode is not None:
+            definition = definition.with_overrides(mode=mode)
     except UserError as exc:
         fail(exc)
     if db is not None and session is None and definition.memory is None:
@@ -113,6 +121,7 @@ def run_command(
             or bool(tools)
             or base_url is not None
             or bool(engine)
+            or mode is not None
         )
         code = _run_in_session(
             prompt,

@@ -46,6 +46,9 @@ def show(
         "guardrail_tripped": "red",
         "escalated": "yellow",
         "run_finished": "bold",
+        "plan_created": "magenta",
+        "replanned": "magenta",
+        "route_chosen": "magenta",
     }
     for data in events:
         event = typed(data)

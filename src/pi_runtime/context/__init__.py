@@ -5,36 +5,51 @@ from .builder import (
     BuiltContext,
     ContextBuilder,
     MemoryLayer,
+    ModelSummariser,
     Summariser,
     message_text,
     model_summariser,
 )
+from .presets import INJECTION_REPLY, PRESETS, Preset
 from .prompt import (
     OUTPUT_DISCIPLINE,
     SUBAGENT_DISCIPLINE,
     PromptParts,
+    as_parts,
+    prompt_values,
     render_system_prompt,
     runtime_block,
     tool_summary,
 )
+from .roles import ROLES, Role, RolePrompt, render_role
 from .templates import PromptTemplate, load_template
 from .tokens import TokenizerUnavailable, count_tokens
 
 __all__ = [
+    "INJECTION_REPLY",
     "OUTPUT_DISCIPLINE",
+    "PRESETS",
+    "ROLES",
     "SUBAGENT_DISCIPLINE",
     "Budget",
     "BuiltContext",
     "ContextBuilder",
     "MemoryLayer",
+    "ModelSummariser",
+    "Preset",
     "PromptParts",
     "PromptTemplate",
+    "Role",
+    "RolePrompt",
     "Summariser",
     "TokenizerUnavailable",
+    "as_parts",
     "count_tokens",
     "load_template",
     "message_text",
     "model_summariser",
+    "prompt_values",
+    "render_role",
     "render_system_prompt",
     "runtime_block",
     "tool_summary",

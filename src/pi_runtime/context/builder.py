@@ -41,6 +41,7 @@ from ..messages import (
 from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
 from .budget import DEFAULT_CONTEXT_WINDOW, Budget
 from .consumed import Digests
+from .templates import load_template
 from .tokens import count_tokens
 
 _NOTE_HEAD = "[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
@@ -65,6 +66,8 @@ class BuiltContext:
     truncated: tuple[int, ...] = ()
     digested: tuple[int, ...] = ()
     summary: str | None = None
+    summariser: dict[str, Any] | None = None
+    """The template the summary was written under (`summariser@1`), when one was."""
     window: int = DEFAULT_CONTEXT_WINDOW
     """The context window the request was budgeted for."""
 
@@ -77,7 +80,7 @@ class BuiltContext:
 
     def report(self) -> dict[str, Any]:
         """What traces record about the build."""
-        return {
+        report: dict[str, Any] = {
             "anchor": self.anchor,
             "tokens": self.layers,
             "steps": list(self.steps),
@@ -87,6 +90,9 @@ class BuiltContext:
             "window": self.window,
             "over_budget": self.over_budget,
         }
+        if self.summariser is not None:
+            report["summariser"] = self.summariser
+        return report
 
 
 def message_text(message: Message) -> str:
@@ -353,6 +359,7 @@ class ContextBuilder:
             truncated=tuple(truncated),
             digested=digested,
             summary=summary,
+            summariser=getattr(self.summariser, "prompt", None) if "summary" in steps else None,
             window=self.window,
         )
 
@@ -394,25 +401,30 @@ def _ranges(units: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple((a, b) for a, b in merged)
 
 
-SUMMARY_PROMPT = (
-    "Summarise the earlier part of an agent's conversation for the agent itself. Keep every "
-    "tool call's name, key arguments and a one-line result summary; keep decisions and open "
-    "questions; drop pleasantries. Plain lines, no preamble, at most 200 words."
-)
+class ModelSummariser:
+    """A summariser that asks a model (one call, only when the digest does not fit),
+    under the `summariser@1` template; `prompt` is that template's name, version and
+    sha256, which the build report records beside the summary it wrote."""
+
+    def __init__(self, model: Model, *, max_tokens: int = 400) -> None:
+        template = load_template("summariser")
+        self.model = model
+        self.max_tokens = max_tokens
+        self.system = template.render({})
+        self.prompt = template.ref
+
+    async def __call__(self, text: str) -> str:
+        request = ModelRequest(
+            system=self.system,
+            messages=(UserMessage(content=text),),
+            tool_choice="none",
+            settings=ModelSettings(max_tokens=self.max_tokens),
+        )
+        response = await self.model.complete(request)
+        written = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
+        return written or text
 
 
 def model_summariser(model: Model, *, max_tokens: int = 400) -> Summariser:
     """A summariser that asks `model` (one call, only when the digest does not fit)."""
-
-    async def summarise(text: str) -> str:
-        request = ModelRequest(
-            system=SUMMARY_PROMPT,
-            messages=(UserMessage(content=text),),
-            tool_choice="none",
-            settings=ModelSettings(max_tokens=max_tokens),
-        )
-        response = await model.complete(request)
-        written = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
-        return written or text
-
-    return summarise
+    return ModelSummariser(model, max_tokens=max_tokens)

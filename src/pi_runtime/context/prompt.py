@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from ..models import ToolDefinition
+from .presets import Section, check_presets, preset_lines
 from .templates import PromptTemplate, load_template
 
 DEFAULT_ROLE = "You are Pi, an agent that completes the user's task by calling tools."
@@ -32,9 +33,18 @@ TOOL_RULES = """\
 - Pass identifiers, keys and filters to tools, not whole documents."""
 
 
+SECTIONS: tuple[Section, ...] = ("tool_rules", "output_format", "safety", "uncertainty")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptParts:
-    """The parts of a system prompt, in the order the template places them."""
+    """The parts of a system prompt, in the order the template places them.
+
+    `presets` names optional rules of seed 001 §4.3's skeleton (`context.presets.PRESETS`:
+    `max_tools_5`, `confirm_irreversible`, `answer_sections_zh`, `answer_sections_en`,
+    `no_pii`, `injection_reply`, `contradictions_to_human`), each added at the end of the
+    part it belongs to.
+    """
 
     role: str = DEFAULT_ROLE
     task: str = "Complete the user's request accurately and briefly."
@@ -50,6 +60,10 @@ class PromptParts:
     subagent: bool = False
     """Add the sub-agent rules (no text between tool calls, one report at the end; seed
     000) to the discipline: `Agent.as_tool` sets it for the agent it wraps."""
+    presets: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "presets", check_presets(self.presets))
 
 
 def tool_summary(tools: Sequence[ToolDefinition]) -> str:
@@ -61,6 +75,36 @@ def tool_summary(tools: Sequence[ToolDefinition]) -> str:
     return "\n".join(lines) or "(no tools)"
 
 
+def as_parts(parts: PromptParts | str | None, *, discipline: bool = True) -> PromptParts:
+    """`parts` as `PromptParts`: a string is the role, None the default role."""
+    if parts is None or isinstance(parts, str):
+        return PromptParts(role=parts.strip() if parts else DEFAULT_ROLE, discipline=discipline)
+    return parts
+
+
+def prompt_values(parts: PromptParts, *, discipline: bool = True) -> dict[str, str]:
+    """The template values `parts` gives: each part with its presets' lines, output
+    discipline (and a sub-agent's rules) leading the tool rules (unless turned off), then
+    `extra`."""
+    rules = parts.tool_rules
+    if parts.discipline and discipline:
+        rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
+        if parts.subagent:
+            rules = f"{SUBAGENT_DISCIPLINE}\n{rules}"
+    values = {
+        "role": parts.role,
+        "task": parts.task,
+        "tool_rules": rules,
+        "output_format": parts.output_format,
+        "safety": parts.safety,
+        "uncertainty": parts.uncertainty,
+    }
+    for section in SECTIONS:
+        values[section] = "\n".join([values[section], *preset_lines(parts.presets, section)])
+    values.update(parts.extra)
+    return values
+
+
 def render_system_prompt(
     parts: PromptParts | str | None = None,
     *,
@@ -68,26 +112,9 @@ def render_system_prompt(
     template: PromptTemplate | None = None,
 ) -> tuple[str, PromptTemplate]:
     """(the system layer text, the template it came from). A string is the role/task text."""
-    if parts is None or isinstance(parts, str):
-        chosen = PromptParts(role=parts.strip() if parts else DEFAULT_ROLE, discipline=discipline)
-    else:
-        chosen = parts
+    chosen = as_parts(parts, discipline=discipline)
     template = template or load_template("system")
-    rules = chosen.tool_rules
-    if chosen.discipline and discipline:
-        rules = f"{OUTPUT_DISCIPLINE}\n{rules}"
-        if chosen.subagent:
-            rules = f"{SUBAGENT_DISCIPLINE}\n{rules}"
-    values = {
-        "role": chosen.role,
-        "task": chosen.task,
-        "tool_rules": rules,
-        "output_format": chosen.output_format,
-        "safety": chosen.safety,
-        "uncertainty": chosen.uncertainty,
-        **chosen.extra,
-    }
-    return template.render(values), template
+    return template.render(prompt_values(chosen, discipline=discipline)), template
 
 
 def runtime_block(tools: Sequence[ToolDefinition], *, mode: str, today: date | None = None) -> str:

@@ -14,11 +14,13 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel
 
 from ..context import (
+    PRESETS,
     Budget,
     ContextBuilder,
     PromptParts,
     PromptTemplate,
     Summariser,
+    as_parts,
     count_tokens,
     model_summariser,
     render_system_prompt,
@@ -57,6 +59,7 @@ from .definition import AgentDefinition, DefinitionError
 from .escalation import EscalateHook, Escalation, escalate_run
 from .guarding import checked_guardrails
 from .guards import Limits
+from .plan import Composition, Mode
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
@@ -97,6 +100,11 @@ class Agent(Decisions):
             `failed`; what it returns (JSON) is kept in `RunResult.escalation`.
         memory: long-term facts of one scope (`Memory`): read into each run's memory
             layer at its start; `remember` / `recall` tools added (and allowed).
+        mode: `react` (one ReAct loop, the default), `plan` (plan, execute each step as a
+            bounded loop with its own tools, reflect, replan) or `auto` (a router call
+            picks `direct`, `react` or `plan` per request); see docs/modes.md.
+        max_replans: replans a `plan` run may make before a failing step stops it.
+        step_max_steps: model calls each plan step's executor may make.
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -125,6 +133,9 @@ class Agent(Decisions):
         guardrails: Guardrails | None = None,
         escalate: EscalateHook | None = None,
         memory: Memory | None = None,
+        mode: Mode = "react",
+        max_replans: int = 2,
+        step_max_steps: int = 5,
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -157,6 +168,7 @@ class Agent(Decisions):
             output = OutputContract.from_model(output)
         self.contract = output
         if output is not None:
+            _check_free_text(instructions)
             parts = (
                 instructions
                 if isinstance(instructions, PromptParts)
@@ -183,6 +195,15 @@ class Agent(Decisions):
         if escalate is not None and not callable(escalate):
             raise UserError(f"escalate must be a callable, got {escalate!r}")
         self.escalate = escalate
+        self.mode, self.max_replans, self.step_max_steps = mode, max_replans, step_max_steps
+        offered = [s.definition for s in self.tools if self.allow is None or s.name in self.allow]
+        self.composition = Composition.of(
+            mode,
+            max_replans=max_replans,
+            step_max_steps=step_max_steps,
+            parts=as_parts(instructions),
+            tools=offered,
+        )
 
     @classmethod
     def from_file(
@@ -375,16 +396,22 @@ class Agent(Decisions):
         for event in _prelude:  # decisions this continuation starts from (approvals)
             recorder.emit(event)
         ids: dict[str, Any] = {"run_id": run_id, "session_id": session}
+        # a composed mode runs the new request in phases; a continuation goes on as ReAct
+        runner = (
+            driver
+            if self.composition is None or prompt is None
+            else self.composition.runner(driver)
+        )
         try:
             try:
                 if memory is not None:
                     await memory.recall(request_text(driver.state))
-                state = await driver.run_transitions()
+                state = await runner.run_transitions()
                 if memory is not None:
                     await memory.finish(status_of(state.stop_reason or "internal_error"))
             except asyncio.CancelledError:
                 ended = _finish(
-                    _ended(driver.state, "cancelled", "the run was cancelled"),
+                    _ended(runner.state, "cancelled", "the run was cancelled"),
                     recorder,
                     started,
                     **ids,
@@ -393,7 +420,7 @@ class Agent(Decisions):
                 raise
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
-                state = _ended(driver.state, "internal_error", detail)
+                state = _ended(runner.state, "internal_error", detail)
             try:
                 escalation = await escalate_run(self.escalate, state, recorder.emit, **ids)
             except asyncio.CancelledError:
@@ -501,6 +528,17 @@ class RunStream:
         finally:
             if not task.done():
                 task.cancel()
+
+
+def _check_free_text(instructions: str | PromptParts | None) -> None:
+    """An output contract makes the answer a JSON object: presets shaping free text clash."""
+    if isinstance(instructions, PromptParts):
+        shaping = [p for p in instructions.presets if PRESETS[p].section == "output_format"]
+        if shaping:
+            raise UserError(
+                f"prompt preset {shaping[0]} shapes a free-text answer, and the output "
+                "contract makes the answer a JSON object: drop one of them"
+            )
 
 
 def _check_elapsed(elapsed: float, *, continuing: bool) -> None:

@@ -9,6 +9,8 @@
     tool_choice = "get_weather"             # the first call of each request only
     output = "contract.json"                # a JSON Schema file (or [output] schema = …,
                                             # name, strict, max_repairs, fallback)
+    mode = "plan"                           # react (default), plan or auto; with
+                                            # max_replans, step_max_steps
     [limits]
     max_steps = 8
 

@@ -18,11 +18,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import TypeAdapter, ValidationError
 
 from ..context import Budget, PromptParts
+from ..context.presets import check_presets
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails, check_ref, load_callable
@@ -32,6 +33,7 @@ from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
 from ..tools.retrieval import ToolRetriever
 from .guards import Limits
+from .plan import MODES, Mode
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -79,6 +81,9 @@ class AgentDefinition:
             and started again before it fails.
         approval: tools whose calls wait for a person's approval (besides those marked
             `@tool(requires_approval=True)`).
+        mode: `react` (the default), `plan` or `auto` (see `Agent`).
+        max_replans: replans a `plan` run may make.
+        step_max_steps: model calls each plan step's executor may make.
         source: the file the definition was read from, if any (for messages only).
         subagents: agents this one calls as tools, by tool name: `{"description",
             "agent": <their definition's to_dict>, "keep_history"}`. An agent file names
@@ -110,6 +115,9 @@ class AgentDefinition:
     guardrails: dict[str, Any] | None = None
     escalate: str | None = None
     memory: dict[str, Any] | None = None
+    mode: str = "react"
+    max_replans: int = 2
+    step_max_steps: int = 5
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -195,6 +203,9 @@ class AgentDefinition:
                 guardrails=guardrails,
                 escalate=escalate,
                 memory=self._memory(memory_store),
+                mode=cast(Mode, self.mode),  # checked by its rule
+                max_replans=self.max_replans,
+                step_max_steps=self.step_max_steps,
             )
         except DefinitionError:
             raise
@@ -346,6 +357,11 @@ def _instructions(key: str, value: Any) -> str | dict[str, Any] | None:
         return value
     if not isinstance(value, Mapping):
         raise DefinitionError(key, f"must be a string or a table of prompt parts, got {value!r}")
+    if isinstance(value.get("presets"), list):
+        try:
+            check_presets(value["presets"])
+        except UserError as exc:
+            raise DefinitionError(f"{key}.presets", str(exc)) from None
     return _dataclass_table(key, PromptParts, value)
 
 
@@ -521,6 +537,18 @@ def _job_attempts(key: str, value: Any) -> int:
     return value
 
 
+def _mode(key: str, value: Any) -> str:
+    if value not in MODES:
+        raise DefinitionError(key, f"must be one of {', '.join(MODES)}, got {value!r}")
+    return str(value)
+
+
+def _replans(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise DefinitionError(key, f"must be an integer of at least 0, got {value!r}")
+    return value
+
+
 _RULES: dict[str, Callable[[str, Any], Any]] = {
     "model": _optional_str,
     "base_url": _optional_str,
@@ -541,6 +569,9 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "guardrails": _guardrails,
     "escalate": _escalate,
     "memory": _memory,
+    "mode": _mode,
+    "max_replans": _replans,
+    "step_max_steps": _job_attempts,  # an integer of at least 1 too
 }
 
 
@@ -556,6 +587,8 @@ def _dataclass_table(key: str, cls: type, value: Any) -> dict[str, Any]:
     for name, item in value.items():
         if name not in types:
             raise DefinitionError(f"{key}.{name}", f"unknown key; known: {', '.join(types)}")
+        if isinstance(item, list) and name in _tuple_fields(cls):
+            item = tuple(item)  # TOML and JSON have arrays, not tuples
         try:
             types[name].validate_python(item, strict=True)
         except ValidationError as exc:
@@ -578,6 +611,12 @@ def _optional_fields(cls: type) -> frozenset[str]:
         if type(None) in typing.get_args(hints[f.name])
         and bool not in typing.get_args(hints[f.name])
     )
+
+
+@cache
+def _tuple_fields(cls: type) -> frozenset[str]:
+    hints = typing.get_type_hints(cls)
+    return frozenset(f.name for f in fields(cls) if typing.get_origin(hints[f.name]) is tuple)
 
 
 @cache

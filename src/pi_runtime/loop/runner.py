@@ -67,6 +67,8 @@ class Driver:
     retriever: ToolRetriever | None = None
     specs: tuple[ToolSpec, ...] = ()
     started: float = 0.0
+    """When the run began (`perf_counter`); 0 until `run_transitions` sets it. A phase of
+    a composed run is given its run's start, so clock and metrics count from there."""
     reader: AnswerReader = field(init=False)
     request_elapsed_s: float = 0.0
     """Seconds earlier runs of the same request took: the wall clock covers them too."""
@@ -83,10 +85,13 @@ class Driver:
         can still end the run from where it got to.
         """
         loop = asyncio.get_running_loop()
-        self.started = time.perf_counter()
+        now = time.perf_counter()
+        if not self.started:  # else a phase of a composed run: the run's start stands
+            self.started = now
         self.reader = AnswerReader(self.model, self.live)
         clock = self.limits.wall_clock_s
-        deadline = None if clock is None else loop.time() + clock - self.request_elapsed_s
+        spent = now - self.started + self.request_elapsed_s
+        deadline = None if clock is None else loop.time() + clock - spent
         try:
             # one clock for the whole run, not one per transition: entering a timeout
             # costs a timer each time, and the deadline is the same for every transition

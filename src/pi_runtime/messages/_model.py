@@ -27,9 +27,10 @@ StopReason: TypeAlias = Literal[
     "internal_error",
 ]
 RunStatus: TypeAlias = Literal["completed", "stopped", "failed", "awaiting"]
-UserOrigin: TypeAlias = Literal["user", "contract_repair", "tool_limit"]
+UserOrigin: TypeAlias = Literal["user", "contract_repair", "tool_limit", "plan", "route"]
 """Who wrote a user turn: the user, or the runtime (a contract repair request, the notice
-that the request's tool calls are used up). Only the user's own turns start a request."""
+that the request's tool calls are used up, the brief of a plan-mode phase, the go-ahead
+after a router's choice). Only the user's own turns start a request."""
 
 STOP_STATUS: dict[StopReason, RunStatus] = {
     "final_answer": "completed",

@@ -51,6 +51,25 @@ def text(content: str, /, **step: Any) -> ScriptStep:
     return ScriptStep.model_validate({"text": content, **step})
 
 
+def plan_answer(*steps: tuple[str, list[str]], **step: Any) -> ScriptStep:
+    """A planner's answer in plan mode: `plan_answer(("goal", ["tool"]), ...)`."""
+    plan = {"steps": [{"goal": goal, "tools": list(tools)} for goal, tools in steps]}
+    return text(json.dumps(plan, ensure_ascii=False), **step)
+
+
+def reflection_answer(
+    done: bool, reason: str = "", *, replan: bool = False, **step: Any
+) -> ScriptStep:
+    """A reflector's verdict on a plan step (`replan` defaults to False)."""
+    verdict = {"done": done, "replan": replan, "reason": reason}
+    return text(json.dumps(verdict, ensure_ascii=False), **step)
+
+
+def route_answer(mode: str, confidence: float = 0.9, **step: Any) -> ScriptStep:
+    """A router's choice in `auto` mode: `direct`, `react` or `plan`."""
+    return text(json.dumps({"mode": mode, "confidence": confidence}), **step)
+
+
 def tool_call(
     name: str,
     arguments: Mapping[str, Any] | str | None = None,

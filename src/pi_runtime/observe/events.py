@@ -308,6 +308,86 @@ class MemoryWritten:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PlannedStep:
+    """One step of a plan: its goal, and the tools its executor is offered."""
+
+    goal: str
+    tools: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanCreated:
+    """A planner call made a plan (`revision` 0), or a replan (1, 2, …) replaced it.
+
+    `fallback`: the planner's answer missed the plan contract after its repairs, so the
+    plan is one step holding the whole request, with every tool.
+    """
+
+    kind: Literal["plan_created"] = "plan_created"
+    steps: tuple[PlannedStep, ...]
+    revision: int = 0
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanStepStarted:
+    """An executor loop began step `number` (1 for the first) of `total` of a plan."""
+
+    kind: Literal["plan_step_started"] = "plan_step_started"
+    number: int
+    total: int
+    goal: str
+    tools: tuple[str, ...] = ()
+    revision: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanStepFinished:
+    """A plan step ended and the reflector judged it.
+
+    `outcome`: `answered` (the executor reported) or `step_limit` (its model calls per
+    step ran out). `done`, `replan` and `reason` are the reflection; `fallback` says it
+    missed its contract and Pi judged instead (done when the executor answered).
+    `model_calls` counts the executor's calls.
+    """
+
+    kind: Literal["plan_step_finished"] = "plan_step_finished"
+    number: int
+    revision: int = 0
+    outcome: Literal["answered", "step_limit"]
+    done: bool
+    replan: bool
+    reason: str
+    fallback: bool = False
+    model_calls: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replanned:
+    """Step `number` failed (or showed the plan wrong): the planner is asked again.
+    `replans` counts them in this run, this one included, of at most `max_replans`."""
+
+    kind: Literal["replanned"] = "replanned"
+    number: int
+    reason: str
+    replans: int
+    max_replans: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RouteChosen:
+    """A router call chose how the request is handled (`mode = "auto"`).
+
+    `fallback`: its answer missed the route contract, so the run goes on as `react`.
+    """
+
+    kind: Literal["route_chosen"] = "route_chosen"
+    mode: Literal["direct", "react", "plan"]
+    confidence: float | None = None
+    fallback: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ModelDelta:
     """Streamed output as it arrives (live streams only; traces keep the whole response)."""
 
@@ -351,6 +431,11 @@ Event: TypeAlias = (
     | SecurityAudit
     | GuardrailTripped
     | Escalated
+    | PlanCreated
+    | PlanStepStarted
+    | PlanStepFinished
+    | Replanned
+    | RouteChosen
     | ModelDelta
     | RunFinished
     | MemoryRecalled

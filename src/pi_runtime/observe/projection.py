@@ -19,6 +19,9 @@ from .events import (
     GuardTriggered,
     ModelErrorEvent,
     ModelResponded,
+    PlanCreated,
+    PlanStepStarted,
+    Replanned,
     RunFinished,
     ToolResult,
 )
@@ -68,6 +71,15 @@ def project_for_user(event: Event) -> list[UserUpdate]:
         return [UserUpdate(kind="progress", text=text, tool=event.name)]
     if isinstance(event, ModelErrorEvent) and event.retry_in_ms is not None:
         return [UserUpdate(kind="progress", text="the model is busy; retrying", ok=False)]
+    if isinstance(event, PlanCreated):
+        text = f"{'new plan' if event.revision else 'plan'}: {len(event.steps)} step(s)"
+        return [UserUpdate(kind="progress", text=text)]
+    if isinstance(event, PlanStepStarted):
+        text = f"step {event.number}/{event.total}: {first_sentence(event.goal, 100)}"
+        return [UserUpdate(kind="progress", text=text)]
+    if isinstance(event, Replanned):
+        text = f"replanning: {first_sentence(event.reason, 100)}"
+        return [UserUpdate(kind="progress", text=text, ok=False)]
     if isinstance(event, GuardTriggered):
         return [UserUpdate(kind="progress", text=f"stopping: {event.detail}", ok=False)]
     if isinstance(event, RunFinished):

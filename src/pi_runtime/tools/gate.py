@@ -107,6 +107,13 @@ class Gate:
         self._schemas = {t.name: ArgumentSchema.of(t.parameters) for t in tools}
         self._guards = {n: c for n, c in (guardrails.tools if guardrails else {}).items() if c}
 
+    def narrowed(self, allow: Collection[str]) -> Gate:
+        """This gate for a part of a run that may call only `allow` (of what it allows):
+        same session, retries and launcher; any other tool is `permission_denied`."""
+        gate = copy.copy(self)
+        gate.allowed = self.allowed & frozenset(allow)
+        return gate
+
     @property
     def offered(self) -> list[ToolSpec]:
         """The tools the model is told about: the allowed ones."""
