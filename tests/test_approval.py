@@ -415,3 +415,40 @@ def test_the_example_refund_rejected_never_reaches_the_ledger(
     done = a.reject_sync(first, "call_0_1", reason="Ask for a photo of the damage first.")
     assert done.status == "completed" and ledger() == []
     assert "close_account" in a.approval  # marked in code, besides the file's list
+
+
+# With tool guardrails: they run first, so a person reviews what would run
+
+
+def test_a_tool_guardrail_denies_before_any_approval_waits() -> None:
+    from pi_runtime import Deny, Guardrails
+
+    a = agent(
+        [function_call("refund", REFUND_50), text("I may not refund that.")],
+        guardrails=Guardrails(tools={"refund": [lambda args: Deny("refunds are paused")]}),
+    )
+    result = a.run_sync("refund A1")
+    assert result.stop_reason == "final_answer"
+    assert result.pending_approvals == ()
+    (answer,) = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert answer.is_error and json.loads(answer.content)["kind"] == "permission_denied"
+    assert refunds == []
+
+
+def test_a_person_reviews_and_approves_the_arguments_a_tool_guardrail_rewrote() -> None:
+    from pi_runtime import Guardrails, Rewrite
+
+    def cap(args: dict[str, Any]) -> Rewrite:
+        return Rewrite({**args, "amount": min(args["amount"], 30)}, reason="capped at 30")
+
+    a = agent(
+        [function_call("refund", REFUND_50), text("Refunded 30.")],
+        guardrails=Guardrails(tools={"refund": [cap]}),
+    )
+    result = awaiting(a)
+    (pending,) = result.pending_approvals
+    assert pending.arguments == {"order_id": "A1", "amount": 30}
+    assert pending.fingerprint == fingerprint({"order_id": "A1", "amount": 30})
+    done = a.approve_sync(result, pending.call_id)
+    assert done.stop_reason == "final_answer", done.error
+    assert [(o, amount) for o, amount, _ in refunds] == [("A1", 30)]

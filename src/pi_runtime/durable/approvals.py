@@ -86,7 +86,7 @@ async def decide(
     """
     approval = await asyncio.to_thread(_waiting, store, session_id, decision.call_id, agent)
     stored = await asyncio.to_thread(store.load_messages, session_id)
-    checked = check_decision(agent, approval.pending, decision, [s.message for s in stored])
+    checked = await check_decision(agent, approval.pending, decision, [s.message for s in stored])
     try:
         if decision.approve:
             decided = await _approve(store, approval, checked, agent, owner, lease_s)

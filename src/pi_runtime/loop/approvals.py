@@ -29,7 +29,6 @@ from ..messages import (
     ToolErrorKind,
     ToolResultMessage,
     Usage,
-    parse_object,
     repair_text,
     tool_error_info,
     tool_error_result,
@@ -104,7 +103,7 @@ class Checked:
     """The rejection's tool error (None: approved, the tool's result answers)."""
 
 
-def check_decision(
+async def check_decision(
     agent: Agent, pending: PendingApproval, decision: Decision, messages: Sequence[Message]
 ) -> Checked:
     """`decision` checked against `pending` and the conversation (UserError if refused):
@@ -121,7 +120,11 @@ def check_decision(
             f"{pending.fingerprint}, not {decision.fingerprint}; review it again"
         )
     asked = _asked(messages, pending.call_id)
-    if asked is None or asked.name != pending.tool or _fingerprint_of(asked) != pending.fingerprint:
+    if (
+        asked is None
+        or asked.name != pending.tool
+        or await _reviewed_fingerprint(agent, asked) != pending.fingerprint
+    ):
         raise UserError(
             f"call {pending.call_id!r}: the conversation's call differs from the one "
             "waiting for approval; refusing to decide on arguments nobody reviewed"
@@ -186,7 +189,7 @@ async def run_approved(agent: Agent, checked: Checked, session_id: str) -> ToolR
 async def decide_in_memory(agent: Agent, result: RunResult, decision: Decision) -> RunResult:
     """Take `decision` on a run kept in memory; continue it once nothing is left waiting."""
     pending = _pending(result, decision.call_id, agent)
-    checked = check_decision(agent, pending, decision, result.messages)
+    checked = await check_decision(agent, pending, decision, result.messages)
     key = (result.session_id, pending.call_id)
     agent._decided.add(key)  # claimed before it runs: a second decision is refused
     try:
@@ -268,7 +271,12 @@ def _asked(messages: Sequence[Message], call_id: str) -> ToolCall | None:
     return None
 
 
-def _fingerprint_of(call: ToolCall) -> str | None:
-    """The fingerprint of a call's arguments as the gate read them (its raw text)."""
-    arguments, _ = parse_object(repair_text(call.raw))
-    return None if arguments is None else fingerprint(arguments)
+async def _reviewed_fingerprint(agent: Agent, call: ToolCall) -> str | None:
+    """The fingerprint of the arguments the agent's gate holds `call` with for approval:
+    the model's, checked against the schema and through the tool's guardrails (which may
+    rewrite them); None when the gate would not hold it. Nothing runs: a held call stops
+    before execution."""
+    # no session: nothing runs here, so no idempotency key is made from it
+    gate = Gate(agent.tools, session_id="", approval=agent.approval, guardrails=agent.guardrails)
+    held = (await gate.run(call)).approval
+    return None if held is None else held.fingerprint
