@@ -251,6 +251,27 @@ def test_a_client_dropping_mid_stream_does_not_cancel_the_run(serve: Start, tmp_
         assert client.get(f"/v1/runs/{run_id}/events").status_code == 404  # no longer live
 
 
+def test_a_json_client_that_stops_waiting_does_not_cancel_the_run(
+    serve: Start, tmp_path: Path
+) -> None:
+    steps = [
+        {"tool_calls": [{"name": "hold", "arguments": {"name": "gate"}}]},
+        {"text": "Released and done."},
+    ]
+    folder = tmp_path / "held"
+    server = serve([str(write_agent(folder, steps))])
+    url = "/v1/sessions/held-2"
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        with pytest.raises(httpx.ReadTimeout):  # the call is held: no answer comes in time
+            client.post(f"{url}/runs", json={"message": "go"}, timeout=httpx.Timeout(60, read=0.5))
+        assert client.get(url).json()["status"] == "running"
+        (folder / "gate").write_text("open")
+        session = wait_for(
+            lambda: (s := client.get(url).json())["status"] == "completed" and s, "the run"
+        )
+        assert session["runs"][0]["status"] == "completed"
+
+
 # Bad input
 
 
@@ -411,6 +432,8 @@ def test_a_tenant_sees_only_its_own_sessions_and_others_are_404(
 def test_login_sets_an_http_only_strict_cookie_that_authorizes_v1(serve: Start) -> None:
     server = serve(tokens=TokenTable.single(TOKEN))
     with httpx.Client(base_url=server.url, timeout=60) as client:
+        stuffed = client.post("/login", data={f"f{i}": "x" for i in range(20)})
+        assert stuffed.status_code == 422
         refused = client.post("/login", data={"token": "wrong-token-0123456789"})
         assert refused.status_code == 401 and "set-cookie" not in refused.headers
 

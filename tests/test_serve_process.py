@@ -136,3 +136,21 @@ def test_importing_pi_or_asking_for_serve_help_loads_no_web_stack() -> None:
         check=True,
     )
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_without_the_serve_extra_pi_serve_says_what_to_install(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['fastapi'] = None  # as if it were not installed\n"
+        f"sys.argv = ['pi', 'serve', '--agent', {str(tmp_path / 'a.toml')!r}]\n"
+        "from pi_runtime.cli import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(REPO / "src"), "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install 'pi-runtime[serve]'" in done.stderr and "Traceback" not in done.stderr

@@ -63,11 +63,12 @@ def serve_command(
 ) -> None:
     """Serve agents over HTTP: POST /v1/sessions/{id}/runs answers with the RunResult, or
     AG-UI events for Accept: text/event-stream. Refuses a public --host without a token."""
-    from ..server.config import ServeConfig, TokenTable, check_exposure, served_agents
-
     if token is not None and tokens is not None:
         fail("give --token or --tokens, not both")
     try:
+        # the package checks the serve extra is installed (an install hint if not)
+        from ..server.config import ServeConfig, TokenTable, check_exposure, served_agents
+
         table = (
             TokenTable.from_file(tokens)
             if tokens is not None

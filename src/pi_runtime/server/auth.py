@@ -119,7 +119,10 @@ router = APIRouter(tags=["auth"])
     responses={401: {"description": "The token is not valid."}},
 )
 async def login(request: Request) -> Response:
-    form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
+    try:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
+    except ValueError:  # more fields than a login form has
+        raise ApiError(422, "the login form takes `token` and `next`") from None
     token = (form.get("token") or [""])[0]
     target = _safe_next((form.get("next") or ["/"])[0])
     auth = authenticator(request)
