@@ -319,6 +319,21 @@ def test_bad_input_gets_422_413_and_404_as_json_and_stores_nothing(serve: Start)
         assert client.get("/v1/runs/run-nope/trace").status_code == 404
 
 
+def test_hostile_text_in_a_message_is_kept_verbatim_or_refused_whole(serve: Start) -> None:
+    server = serve()
+    json_headers = {"content-type": "application/json"}
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        surrogate = client.post(
+            "/v1/sessions/h0/runs", content=b'{"message": "\\ud800 hi"}', headers=json_headers
+        )
+        assert surrogate.status_code == 422  # not text: refused, and nothing stored
+        assert client.get("/v1/sessions/h0").status_code == 404
+        hostile = "nul \x00 · \u202e\x1b[31m red · 雨"
+        ran = client.post("/v1/sessions/h1/runs", json={"message": hostile})
+        assert ran.status_code == 200 and ran.json()["status"] == "completed"
+        assert client.get("/v1/sessions/h1").json()["messages"][0]["content"] == hostile
+
+
 def test_a_forced_internal_failure_answers_a_bare_json_500(serve: Start) -> None:
     server = serve()
     state = server.server.config.app.state.pi  # the app as served
