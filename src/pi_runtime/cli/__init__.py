@@ -13,6 +13,7 @@ from .bench import bench_app
 from .eval import eval_command
 from .qrp import qrp_app
 from .run import run_command
+from .serve import serve_command
 from .session import session_app
 from .trace import trace_app
 from .worker import worker_command
@@ -44,6 +45,7 @@ app.command("worker")(worker_command)
 app.add_typer(session_app, name="session", cls=_Group)
 app.command("approve")(approve_command)
 app.command("reject")(reject_command)
+app.command("serve")(serve_command)
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import UserError
-from ..loop import Agent, RunResult
+from ..loop import Agent, RunResult, RunStream
 from ..messages import (
     AssistantMessage,
     Message,
@@ -325,9 +325,11 @@ def decisions_of(store: TurnStore, run: RunRecord) -> tuple[Event, ...]:
 async def _execute(
     agent: Agent, prompt: str | None, options: dict[str, Any], on_event: EventSink | None
 ) -> RunResult:
-    if on_event is None or prompt is None:
+    if on_event is None:
         return await agent.run(prompt, **options)
-    stream = agent.run_stream(prompt, **options)
+    # a continuation streams too (`pi serve` relays an approval's continued run); the
+    # options carry its `_prelude`, which `run_stream`'s signature does not take
+    stream = RunStream(agent, prompt, options)
     async for event in stream:
         on_event(event)
     assert stream.result is not None

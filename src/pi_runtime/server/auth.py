@@ -1,0 +1,156 @@
+"""Who may call: a bearer token, or the cookie `POST /login` sets for a browser.
+
+    Authorization: Bearer TOKEN          # programs
+    POST /login  token=TOKEN&next=/      # a form: sets the `pi_session` cookie, then 303
+
+`principal` is the dependency every protected route takes; it answers 401 (with
+`WWW-Authenticate: Bearer`) when neither is valid. Tokens are compared in constant time
+against every entry (digests, so lengths leak nothing) and never logged. The cookie holds
+the tenant and an expiry, signed with a key made when the server starts: it never holds
+the token, and a restart ends every browser session.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Annotated
+from urllib.parse import parse_qs
+
+from fastapi import APIRouter, Depends, Request, Response
+from fastapi.responses import RedirectResponse
+
+from .config import TokenTable
+from .errors import ApiError
+from .tenancy import Principal
+
+COOKIE = "pi_session"
+COOKIE_TTL_S = 12 * 3600
+_NO_TENANT = "-"  # a cookie's tenant field when tokens name none
+
+
+@dataclass(slots=True)
+class Authenticator:
+    """Checks tokens and cookies against the server's `TokenTable` (None: open)."""
+
+    tokens: TokenTable | None
+    key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+
+    @property
+    def open(self) -> bool:
+        return self.tokens is None
+
+    def from_token(self, given: str) -> Principal | None:
+        if self.tokens is None:
+            return Principal()
+        wanted = hashlib.sha256(given.encode("utf-8", "surrogateescape")).digest()
+        found: Principal | None = None
+        for token, tenant in self.tokens.entries:  # no early exit: every entry is compared
+            if hmac.compare_digest(wanted, hashlib.sha256(token.encode()).digest()):
+                found = Principal(tenant)
+        return found
+
+    def cookie_for(self, principal: Principal, *, now: float | None = None) -> str:
+        expires = int((time.time() if now is None else now) + COOKIE_TTL_S)
+        tenant = principal.tenant if principal.tenant is not None else _NO_TENANT
+        body = f"{base64.urlsafe_b64encode(tenant.encode()).decode()}.{expires}"
+        return f"{body}.{self._sign(body)}"
+
+    def from_cookie(self, value: str, *, now: float | None = None) -> Principal | None:
+        body, _, signature = value.rpartition(".")
+        if not body or not hmac.compare_digest(
+            signature.encode("utf-8", "replace"), self._sign(body).encode()
+        ):
+            return None
+        encoded, _, expires = body.partition(".")
+        if not expires.isdigit() or int(expires) < (time.time() if now is None else now):
+            return None
+        try:
+            tenant = base64.urlsafe_b64decode(encoded.encode()).decode()
+        except ValueError:
+            return None
+        return Principal(None if tenant == _NO_TENANT else tenant)
+
+    def _sign(self, body: str) -> str:
+        return hmac.new(self.key, body.encode(), hashlib.sha256).hexdigest()
+
+    def principal_of(self, request: Request) -> Principal | None:
+        """The caller of `request`, or None if it shows no valid credential."""
+        if self.open:
+            return Principal()
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return self.from_token(token.strip())
+        cookie = request.cookies.get(COOKIE)
+        return self.from_cookie(cookie) if cookie else None
+
+
+def authenticator(request: Request) -> Authenticator:
+    auth = request.app.state.auth
+    assert isinstance(auth, Authenticator)
+    return auth
+
+
+def principal(request: Request) -> Principal:
+    """The dependency of protected routes: the caller, or 401."""
+    found = authenticator(request).principal_of(request)
+    if found is None:
+        raise ApiError(
+            401,
+            "a valid `Authorization: Bearer TOKEN` header (or a login cookie) is required",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return found
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+router = APIRouter(tags=["auth"])
+
+
+@router.post(
+    "/login",
+    status_code=303,
+    summary="Log a browser in: a form with `token` (and `next`) sets the session cookie",
+    responses={401: {"description": "The token is not valid."}},
+)
+async def login(request: Request) -> Response:
+    try:
+        form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
+    except ValueError:  # more fields than a login form has
+        raise ApiError(422, "the login form takes `token` and `next`") from None
+    token = (form.get("token") or [""])[0]
+    target = _safe_next((form.get("next") or ["/"])[0])
+    auth = authenticator(request)
+    found = auth.from_token(token) if token else None
+    if found is None:
+        raise ApiError(401, "the token is not valid")
+    response = RedirectResponse(target, status_code=303)
+    response.set_cookie(
+        COOKIE,
+        auth.cookie_for(found),
+        max_age=COOKIE_TTL_S,
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout", status_code=303, summary="Forget the browser's session cookie")
+async def logout() -> Response:
+    response = RedirectResponse("/", status_code=303)
+    response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
+    return response
+
+
+def _safe_next(target: str) -> str:
+    """A path on this server only (no `//host` or `\\`: an open redirect otherwise)."""
+    if not target.startswith("/") or target.startswith("//") or "\\" in target:
+        return "/"
+    return target if all(32 < ord(c) < 127 for c in target) else "/"

@@ -1,0 +1,250 @@
+"""Pi's run events as AG-UI events: the order a client relies on, each Pi outcome's
+terminal event, and the events the package's own types validate (no server here)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from ag_ui.core import Event as AguiEvent
+from pydantic import TypeAdapter
+
+from pi_runtime import Agent, tool
+from pi_runtime.loop import RunResult
+from pi_runtime.messages import AssistantMessage, TextBlock, Usage
+from pi_runtime.observe import (
+    MessageAppended,
+    ModelDelta,
+    ModelErrorEvent,
+    PlanStepFinished,
+    PlanStepStarted,
+    RunStarted,
+    Transition,
+)
+from pi_runtime.server.agui import APPROVAL_REASON, AguiMapper
+from pi_runtime.testing import ScriptedModel, function_call, text
+
+ADAPTER: TypeAdapter[Any] = TypeAdapter(AguiEvent)
+
+
+@tool
+def lookup(order_id: str) -> dict[str, object]:
+    """An order.
+
+    Args:
+        order_id: the order.
+    """
+    return {"order_id": order_id, "total": 80}
+
+
+@tool(requires_approval=True)
+def refund(order_id: str) -> str:
+    """Refund an order.
+
+    Args:
+        order_id: the order.
+    """
+    return "refunded"
+
+
+def mapped(agent: Agent, prompt: str) -> tuple[list[dict[str, Any]], RunResult]:
+    """Run `agent` streaming, map every event; the AG-UI events as wire JSON."""
+
+    async def go() -> tuple[list[Any], RunResult]:
+        mapper = AguiMapper("thread-1", approvals_path="/v1/sessions/thread-1/approvals/{call_id}")
+        out: list[Any] = []
+        stream = agent.run_stream(prompt)
+        async for event in stream:
+            out += mapper.feed(event)
+        assert stream.result is not None
+        out += mapper.finish(stream.result)
+        return out, stream.result
+
+    events, result = asyncio.run(go())
+    wire = [e.model_dump(mode="json", by_alias=True) for e in events]
+    for data in wire:  # every event is one the protocol's own types accept
+        ADAPTER.validate_python(data)
+    return wire, result
+
+
+def types(events: list[dict[str, Any]]) -> list[str]:
+    return [e["type"] for e in events]
+
+
+def test_a_tool_run_streams_started_steps_calls_result_text_and_finished_in_order() -> None:
+    model = ScriptedModel(
+        [function_call("lookup", {"order_id": "A-1"}), text("Order A-1 totals 80.")]
+    )
+    events, result = mapped(Agent(model, tools=[lookup], trace_dir=False), "total of A-1?")
+
+    assert types(events) == [
+        "RUN_STARTED",
+        "STEP_STARTED",  # observe
+        "STEP_FINISHED",
+        "STEP_STARTED",  # think
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "STEP_FINISHED",
+        "STEP_STARTED",  # act
+        "TOOL_CALL_RESULT",
+        "STEP_FINISHED",
+        "STEP_STARTED",  # reflect
+        "STEP_FINISHED",
+        "STEP_STARTED",  # observe
+        "STEP_FINISHED",
+        "STEP_STARTED",  # think
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_FINISHED",
+    ]
+    assert [e["stepName"] for e in events if e["type"] == "STEP_STARTED"] == [
+        "observe",
+        "think",
+        "act",
+        "reflect",
+        "observe",
+        "think",
+    ]
+    started, finished = events[0], events[-1]
+    assert started["threadId"] == finished["threadId"] == "thread-1"
+    assert started["runId"] == finished["runId"] == result.run_id
+    call = next(e for e in events if e["type"] == "TOOL_CALL_START")
+    args = next(e for e in events if e["type"] == "TOOL_CALL_ARGS")
+    answer = next(e for e in events if e["type"] == "TOOL_CALL_RESULT")
+    assert call["toolCallName"] == "lookup" and args["delta"] == '{"order_id":"A-1"}'
+    assert answer["toolCallId"] == call["toolCallId"] and '"total":80' in answer["content"]
+    streamed = "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+    assert streamed == "Order A-1 totals 80."
+    assert finished["outcome"] == {"type": "success"}
+    assert finished["result"]["status"] == "completed" and "messages" not in finished["result"]
+    assert finished["result"]["session_id"] == "thread-1"
+    assert finished["usage"][0]["inputTokens"] == result.usage.input_tokens
+
+
+def test_an_approval_pause_finishes_with_one_interrupt_per_waiting_call() -> None:
+    model = ScriptedModel([function_call("refund", {"order_id": "A-1"})])
+    events, result = mapped(Agent(model, tools=[refund], trace_dir=False), "refund A-1")
+
+    assert result.stop_reason == "awaiting_approval"
+    finished = events[-1]
+    assert finished["type"] == "RUN_FINISHED"
+    outcome = finished["outcome"]
+    assert outcome["type"] == "interrupt"
+    (interrupt,) = outcome["interrupts"]
+    pending = result.pending_approvals[0]
+    assert interrupt["id"] == interrupt["toolCallId"] == pending.call_id
+    assert interrupt["reason"] == APPROVAL_REASON
+    assert interrupt["metadata"]["fingerprint"] == pending.fingerprint
+    assert interrupt["metadata"]["decide"] == f"/v1/sessions/thread-1/approvals/{pending.call_id}"
+    assert interrupt["responseSchema"]["required"] == ["decision"]
+    # the call was announced, and (not run) has no result
+    assert "TOOL_CALL_START" in types(events) and "TOOL_CALL_RESULT" not in types(events)
+
+
+def test_a_failed_run_ends_with_run_error_carrying_its_stop_reason() -> None:
+    model = ScriptedModel([])  # asking past the script's end is a model error
+    events, result = mapped(Agent(model, trace_dir=False), "hello")
+
+    assert result.status == "failed"
+    assert types(events)[0] == "RUN_STARTED" and types(events)[-1] == "RUN_ERROR"
+    assert "RUN_FINISHED" not in types(events)
+    assert events[-1]["code"] == result.stop_reason
+    assert events[-1]["metadata"]["run_id"] == result.run_id
+
+
+def test_a_cancelled_run_finishes_with_the_cancelled_outcome() -> None:
+    mapper = AguiMapper("t")
+    mapper.feed(started())
+    result = finished_result(status="stopped", stop_reason="cancelled")
+
+    *closing, finished = [e.model_dump(by_alias=True) for e in mapper.finish(result)]
+    assert [e["type"] for e in closing] == ["STEP_FINISHED"]  # observe, open since the start
+    assert finished["type"] == "RUN_FINISHED" and finished["outcome"] == {"type": "cancelled"}
+
+
+def test_a_model_error_closes_the_streamed_text_so_the_retry_opens_a_new_message() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    out += mapper.feed(ModelDelta(turn=0, delta="Hel"))
+    out += mapper.feed(ModelErrorEvent(turn=0, step=1, message="reset", transient=True, attempt=1))
+    out += mapper.feed(ModelDelta(turn=0, delta="Hello"))
+    message = AssistantMessage(content=(TextBlock(text="Hello"),))
+    out += mapper.feed(MessageAppended(index=1, message=message))
+    wire = [e.model_dump(by_alias=True) for e in out]
+
+    starts = [e["messageId"] for e in wire if e["type"] == "TEXT_MESSAGE_START"]
+    ends = [e["messageId"] for e in wire if e["type"] == "TEXT_MESSAGE_END"]
+    assert len(starts) == 2 and starts[0] != starts[1] and ends == starts
+    # the whole message did not repeat the text that was streamed
+    assert [e["delta"] for e in wire if e["type"] == "TEXT_MESSAGE_CONTENT"] == ["Hel", "Hello"]
+
+
+def test_plan_steps_are_steps_and_everything_open_is_closed_before_the_end() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    out += mapper.feed(PlanStepStarted(number=1, total=2, goal="look it up"))
+    out += mapper.feed(Transition(source="observe", target="think", step=0))
+    out += mapper.feed(
+        PlanStepFinished(number=1, outcome="answered", done=False, replan=False, reason="")
+    )
+    out += mapper.feed(PlanStepStarted(number=2, total=2, goal="answer"))
+    out += mapper.feed(ModelDelta(turn=1, delta="partial"))
+    out += mapper.finish(finished_result(status="stopped", stop_reason="max_steps"))
+    wire = [e.model_dump(by_alias=True) for e in out]
+
+    opened = [e["stepName"] for e in wire if e["type"] == "STEP_STARTED"]
+    closed = [e["stepName"] for e in wire if e["type"] == "STEP_FINISHED"]
+    assert "plan step 1" in opened and "plan step 2" in opened
+    assert sorted(opened) == sorted(closed)
+    assert [e["type"] for e in wire][-2:] == ["STEP_FINISHED", "RUN_FINISHED"]
+    assert sum(e["type"] == "TEXT_MESSAGE_END" for e in wire) == 1
+
+
+def test_nothing_is_sent_before_run_started_or_after_the_end() -> None:
+    mapper = AguiMapper("t")
+    assert mapper.feed(ModelDelta(turn=0, delta="early")) == []
+    mapper.feed(started())
+    assert mapper.feed(started("run-child")) == []  # a run inside this one is not a new run
+    mapper.finish(finished_result())
+    assert mapper.feed(ModelDelta(turn=0, delta="late")) == []
+    assert mapper.finish(finished_result()) == [] and mapper.fail("x") == []
+
+
+def test_a_server_failure_ends_the_stream_with_run_error_and_closes_what_is_open() -> None:
+    mapper = AguiMapper("t")
+    mapper.feed(started())
+    mapper.feed(ModelDelta(turn=0, delta="Hi"))
+    wire = [e.model_dump(by_alias=True) for e in mapper.fail("the store failed", "unavailable")]
+
+    assert [e["type"] for e in wire] == ["TEXT_MESSAGE_END", "STEP_FINISHED", "RUN_ERROR"]
+    assert wire[-1]["code"] == "unavailable"
+
+
+@pytest.mark.parametrize("status", ["completed", "awaiting"])
+def test_a_decision_that_continued_nothing_still_opens_with_run_started(status: str) -> None:
+    mapper = AguiMapper("t")
+    out = mapper.finish(finished_result(status=status, stop_reason="awaiting_tool"))
+    assert out[0].model_dump(by_alias=True)["type"] == "RUN_STARTED"
+
+
+def started(run_id: str = "run-1") -> RunStarted:
+    return RunStarted(run_id=run_id, session_id="s", model="m", system="", tools=(), limits={})
+
+
+def finished_result(*, status: str = "completed", stop_reason: str = "final_answer") -> RunResult:
+    return RunResult(
+        status=status,  # type: ignore[arg-type]
+        stop_reason=stop_reason,  # type: ignore[arg-type]
+        output=None,
+        steps=1,
+        usage=Usage(),
+        metrics={},
+        messages=(),
+        trace=None,
+        run_id="run-1",
+        session_id="s",
+    )
