@@ -52,6 +52,8 @@ def model_ref(name: str) -> ModelRef:
     provider = PROVIDERS.get(prefix, prefix if colon else "_OTHER")
     if not colon:
         return ModelRef(provider=provider, model=name)
+    if prefix in ("scripted", "replay"):  # a file's path: its name says which, and no more
+        return ModelRef(provider=provider, model=Path(rest).name or name)
     at = _AT_SERVER.match(rest)
     if at is None:
         return ModelRef(provider=provider, model=rest or name)
