@@ -2,10 +2,8 @@
 
 Events carry what a span needs except wall-clock times, so each is stamped when it
 arrives (events are emitted as things happen): a `chat` span runs from its response's
-arrival back by the call's `latency_ms`; an `execute_tool` span opens when ACT begins
-(the model's calls run concurrently from there) and lasts the call's `duration_ms` plus
-its retry waits. Tool spans end when ACT does, so content capture can still add the
-result the conversation receives after the `tool_result` event.
+arrival back by the call's `latency_ms` (a failed attempt, from the request or the end
+of its retry wait). Tool calls are `_tools`' part.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -27,11 +24,12 @@ from opentelemetry.trace import (
     TraceFlags,
 )
 
-from ...messages import AssistantMessage, Message, ToolResultMessage, redact
+from ...messages import AssistantMessage, Message, redact
 from .. import events as ev
 from . import _content as content
 from . import session_span_id, session_trace_id
 from ._names import ModelRef, model_error_type, model_ref
+from ._tools import OpenCall, ToolSpans
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -42,17 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("pi_runtime.observe.otel")
 
 
-@dataclass(slots=True)
-class _ToolSpan:
-    span: Span
-    name: str
-    start_ns: int
-    waits_ns: int = 0
-    end_ns: int | None = None
-    """Set once the call's outcome is known; the span ends when ACT does."""
-
-
-class RunSpans:
+class RunSpans(ToolSpans):
     """The spans of one run under way (see the module)."""
 
     def __init__(
@@ -68,7 +56,7 @@ class RunSpans:
         self.attempt_start_ns: int | None = None
         self.message_count = 0
         self.response: AssistantMessage | None = None
-        self.tools: dict[str, _ToolSpan] = {}
+        self.tools: dict[str, OpenCall] = {}
         self.guard: str | None = None
         self.broken = False
 
@@ -251,93 +239,6 @@ class RunSpans:
         # a retry starts once its wait is over
         retry = e.retry_in_ms
         self.attempt_start_ns = None if retry is None else end + int(retry * 1e6)
-
-    # -- tool calls ---------------------------------------------------------------------
-
-    def _transition(self, e: ev.Transition) -> None:
-        if e.target == "act" and self.response is not None:
-            now = time.time_ns()
-            for call in self.response.tool_calls:
-                self.tools[call.id] = self._open_tool(call.id, call.name, now)
-                if self.telemetry.capture_content:
-                    arguments = content.tool_arguments(call)
-                    self.tools[call.id].span.set_attribute("gen_ai.tool.call.arguments", arguments)
-        elif e.source == "act":
-            self._end_tools(time.time_ns(), unfinished="not_run")
-
-    def _open_tool(self, call_id: str, name: str, now: int) -> _ToolSpan:
-        span = self.telemetry.tracer.start_span(
-            f"execute_tool {name}",
-            context=self.context,
-            kind=SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": name,
-                "gen_ai.tool.call.id": call_id,
-                "gen_ai.tool.type": "function",
-                "gen_ai.conversation.id": self.session_id,
-            },
-            start_time=now,
-        )
-        return _ToolSpan(span=span, name=name, start_ns=now)
-
-    def _tool(self, call_id: str, name: str) -> _ToolSpan:
-        known = self.tools.get(call_id)
-        if known is None:  # a call ACT did not announce (none so far): its span opens now
-            known = self.tools[call_id] = self._open_tool(call_id, name, time.time_ns())
-        return known
-
-    def _tool_retry(self, e: ev.ToolRetried) -> None:
-        call = self._tool(e.tool_call_id, e.name)
-        call.waits_ns += int(e.retry_in_ms * 1e6)
-        call.span.add_event(
-            "pi.tool_retry", {"pi.attempt": e.attempt, "pi.error_kind": e.error_kind}
-        )
-
-    def _tool_result(self, e: ev.ToolResult) -> None:
-        call = self._tool(e.tool_call_id, e.name)
-        now = time.time_ns()
-        call.end_ns = min(now, call.start_ns + int(e.duration_ms * 1e6) + call.waits_ns)
-        call.span.set_attributes(
-            {
-                "pi.tool.outcome": "error" if e.is_error else "ok",
-                "pi.tool.executed": e.executed,
-                "pi.tool.attempts": e.attempts,
-                "pi.tool.result_bytes": e.result_bytes,
-                "pi.tool.result_truncated": e.result_truncated,
-            }
-        )
-        if e.is_error:
-            error_type = e.error_kind or "_OTHER"
-            call.span.set_attribute("error.type", error_type)
-            if e.error_class:
-                call.span.set_attribute("pi.tool.error_class", e.error_class)
-            call.span.set_status(Status(StatusCode.ERROR, error_type))
-
-    def _tool_waits(self, e: ev.JobStarted | ev.ApprovalRequested) -> None:
-        call = self._tool(e.tool_call_id, e.name)
-        call.end_ns = time.time_ns()
-        if isinstance(e, ev.JobStarted):
-            call.span.set_attributes({"pi.tool.outcome": "job", "pi.job.id": e.job_id})
-        else:
-            call.span.set_attribute("pi.tool.outcome", "awaiting_approval")
-
-    def _message(self, e: ev.MessageAppended) -> None:
-        if not self.telemetry.capture_content:
-            return
-        self.messages[e.index] = e.message
-        message = e.message
-        if isinstance(message, ToolResultMessage) and message.tool_call_id in self.tools:
-            result = redact(message.content)
-            self.tools[message.tool_call_id].span.set_attribute("gen_ai.tool.call.result", result)
-
-    def _end_tools(self, now: int, *, unfinished: str) -> None:
-        for call in self.tools.values():
-            if call.end_ns is None:  # no outcome: cut off (the clock, a breaker's stop)
-                call.span.set_attributes({"pi.tool.outcome": unfinished, "error.type": unfinished})
-                call.span.set_status(Status(StatusCode.ERROR, unfinished))
-            call.span.end(end_time=call.end_ns or now)
-        self.tools.clear()
 
     # -- what else happened, as events of the run's span --------------------------------
 
