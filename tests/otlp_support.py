@@ -74,7 +74,7 @@ class OtlpReceiver:
         self.spans: list[ReceivedSpan] = []
         self.metrics: list[ReceivedMetric] = []
         self.requests: list[str] = []
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -91,7 +91,7 @@ class OtlpReceiver:
                 else:
                     self.send_error(404)
                     return
-                with receiver._lock:
+                with receiver.lock:
                     receiver.requests.append(self.path)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
@@ -140,7 +140,7 @@ class OtlpReceiver:
                             links=tuple((k.trace_id.hex(), k.span_id.hex()) for k in span.links),
                         )
                     )
-        with self._lock:
+        with self.lock:
             self.spans.extend(found)
 
     def _metrics(self, body: bytes) -> None:
@@ -161,7 +161,7 @@ class OtlpReceiver:
                                 )
                             )
                     found.append(got)
-        with self._lock:
+        with self.lock:
             self.metrics.extend(found)
 
     def wait_for_spans(
@@ -170,7 +170,7 @@ class OtlpReceiver:
         """The spans received once `done(spans)` holds; fails past the deadline."""
         deadline = time.monotonic() + timeout_s
         while True:
-            with self._lock:
+            with self.lock:
                 spans = list(self.spans)
             if done(spans):
                 return spans

@@ -50,6 +50,10 @@ def weather_folder(tmp: Path) -> Path:
 def exporting_to(receiver: OtlpReceiver, tmp: Path) -> dict[str, str | None]:
     return {
         "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": None,
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": None,
+        "OTEL_EXPORTER_OTLP_PROTOCOL": None,
+        "OTEL_SDK_DISABLED": None,
         "OTEL_SERVICE_NAME": None,
         "OTEL_RESOURCE_ATTRIBUTES": None,
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT": None,
@@ -186,3 +190,76 @@ def test_the_variable_without_the_otel_extra_warns_and_runs_on() -> None:
     assert done.stdout.strip() == "completed"
     assert "pip install 'pi-runtime[otel]'" in done.stderr
     assert "OTEL_EXPORTER_OTLP_ENDPOINT" in done.stderr
+
+
+SERVER_START = """
+import sys
+from pi_runtime import Agent
+from pi_runtime.observe import otel
+from pi_runtime.testing import ScriptedModel, text
+telemetry = otel.configure_from_env()  # what `pi serve` calls at start-up
+assert telemetry is not None and otel.configure_from_env() is telemetry
+Agent(ScriptedModel([text("hi")]), trace_dir=False).run_sync("hello", session_id="served")
+otel.shutdown()  # flushes now, without waiting for the process to exit
+print("flushed", flush=True)
+sys.stdin.read()  # stays up until the test has looked
+"""
+
+
+def test_configure_from_env_at_start_up_and_shutdown_flushes(tmp_path: Path) -> None:
+    with OtlpReceiver() as receiver:
+        env = {k: v for k, v in exporting_to(receiver, tmp_path).items() if v is not None}
+        process = subprocess.Popen(
+            [sys.executable, "-c", SERVER_START],
+            env={**env, "OTEL_SERVICE_NAME": "pi-serve-test"},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            assert process.stdout.readline().strip() == "flushed"
+            with receiver.lock:
+                spans = list(receiver.spans)  # there already: the process has not exited
+        finally:
+            process.communicate(input="", timeout=60)
+    [run] = runs_in(spans)
+    assert run.attributes["gen_ai.conversation.id"] == "served"
+    assert run.resource["service.name"] == "pi-serve-test"
+
+
+APP_PROVIDER = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pi_runtime import Agent
+from pi_runtime.testing import ScriptedModel, text
+mine = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(mine))
+trace.set_tracer_provider(provider)  # the application set OpenTelemetry up first
+Agent(ScriptedModel([text("hi")]), trace_dir=False).run_sync("hello")
+print(sorted(s.name for s in mine.get_finished_spans()))
+"""
+
+
+def test_an_applications_own_tracer_provider_receives_the_spans(tmp_path: Path) -> None:
+    with OtlpReceiver() as receiver:
+        env = {k: v for k, v in exporting_to(receiver, tmp_path).items() if v is not None}
+        env["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"] = receiver.endpoint + "/v1/metrics"
+        env.pop("OTEL_EXPORTER_OTLP_ENDPOINT")
+        env["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = receiver.endpoint + "/v1/traces"
+        done = subprocess.run(
+            [sys.executable, "-c", APP_PROVIDER],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == "['chat scripted', 'invoke_agent']"
+    assert receiver.spans == []  # Pi added no exporter of its own to the application's
+    assert "/v1/metrics" in receiver.requests  # metrics: no provider of the app's, so Pi's
