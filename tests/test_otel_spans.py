@@ -236,6 +236,22 @@ def test_a_retried_model_call_is_one_chat_span_per_attempt(export: Export) -> No
     assert "error.type" not in attrs(run)
 
 
+def test_a_model_call_cut_off_by_the_clock_is_a_failed_chat_span(export: Export) -> None:
+    async def stall(request: ModelRequest) -> dict[str, Any]:
+        await asyncio.sleep(30)
+        return {"text": "too late"}
+
+    limits = Limits(wall_clock_s=0.2)
+    agent = Agent(FunctionModel(stall, name="openai:gpt-4o"), trace_dir=False, limits=limits)
+    assert agent.run_sync("hi").stop_reason == "wall_clock"
+
+    [chat] = export.named("chat ")
+    assert chat.status.status_code == StatusCode.ERROR
+    assert attrs(chat)["error.type"] == "wall_clock"
+    [run] = export.named("invoke_agent")
+    assert attrs(run)["pi.stop_reason"] == "wall_clock" and attrs(run)["pi.guard"] == "wall_clock"
+
+
 def test_a_failing_tool_sets_error_type_on_its_span(export: Export) -> None:
     model = ScriptedModel([function_call("broken", {"city": "Oslo"}), text("Sorry.")])
     result = Agent(model, tools=[broken], trace_dir=False).run_sync("Weather?")

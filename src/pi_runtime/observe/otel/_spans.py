@@ -54,7 +54,7 @@ class RunSpans(ToolSpans):
         self.ref = ModelRef(provider="_OTHER", model="unknown")
         self.session_id = self.run_id = ""
         self.attempt_start_ns: int | None = None
-        self.message_count = 0
+        self.message_count = self.step = self.attempts = 0
         self.response: AssistantMessage | None = None
         self.tools: dict[str, OpenCall] = {}
         self.guard: str | None = None
@@ -126,6 +126,10 @@ class RunSpans(ToolSpans):
     def _run_finished(self, e: ev.RunFinished) -> None:
         now = time.time_ns()
         self._end_tools(now, unfinished="cancelled")
+        started = self.attempt_start_ns
+        if started is not None and started <= now:  # a model call cut off (the clock)
+            detail = f"the call was cut off: {e.stop_reason}"
+            self._failed_call(now, e.stop_reason, detail, self.attempts + 1)
         run = self.run
         if run is None:
             return
@@ -165,6 +169,7 @@ class RunSpans(ToolSpans):
 
     def _model_request(self, e: ev.ModelRequested) -> None:
         self.attempt_start_ns, self.message_count = time.time_ns(), e.message_count
+        self.step, self.attempts = e.step, 0
 
     def _chat(self, start_ns: int, step: int) -> Span:
         ref = self.ref
@@ -226,19 +231,22 @@ class RunSpans(ToolSpans):
 
     def _model_error(self, e: ev.ModelErrorEvent) -> None:
         end = time.time_ns()
-        start = self.attempt_start_ns if self.attempt_start_ns is not None else end
         error_type = model_error_type(e.message, transient=e.transient)
-        span = self._chat(min(start, end), e.step)
-        span.set_attributes({"error.type": error_type, "pi.attempt": e.attempt})
-        span.set_status(Status(StatusCode.ERROR, e.message))
-        span.end(end_time=end)
-        seconds = max(0, end - start) / 1e9
-        self.telemetry.duration.record(
-            seconds, {**self._metric_attributes(), "error.type": error_type}
-        )
+        self.attempts = e.attempt
+        self._failed_call(end, error_type, e.message, e.attempt)
         # a retry starts once its wait is over
         retry = e.retry_in_ms
         self.attempt_start_ns = None if retry is None else end + int(retry * 1e6)
+
+    def _failed_call(self, end: int, error_type: str, detail: str, attempt: int) -> None:
+        start = min(end, self.attempt_start_ns if self.attempt_start_ns is not None else end)
+        span = self._chat(start, self.step)
+        span.set_attributes({"error.type": error_type, "pi.attempt": attempt})
+        span.set_status(Status(StatusCode.ERROR, detail))
+        span.end(end_time=end)
+        failed = {**self._metric_attributes(), "error.type": error_type}
+        self.telemetry.duration.record((end - start) / 1e9, failed)
+        self.attempt_start_ns = None
 
     # -- what else happened, as events of the run's span --------------------------------
 
