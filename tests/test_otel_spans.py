@@ -43,6 +43,13 @@ def leaky(city: str) -> str:
     return f"rain; debug key {SECRET}"
 
 
+@tool
+async def stall(city: str) -> str:
+    """Never answers in time."""
+    await asyncio.sleep(30)
+    return "too late"
+
+
 class Export:
     """What runs exported: finished spans and collected metrics."""
 
@@ -250,6 +257,19 @@ def test_a_model_call_cut_off_by_the_clock_is_a_failed_chat_span(export: Export)
     assert attrs(chat)["error.type"] == "wall_clock"
     [run] = export.named("invoke_agent")
     assert attrs(run)["pi.stop_reason"] == "wall_clock" and attrs(run)["pi.guard"] == "wall_clock"
+
+
+def test_a_tool_call_cut_off_by_the_clock_ends_its_span_cancelled(export: Export) -> None:
+    model = ScriptedModel([function_call("stall", {"city": "Oslo"}), text("Done.")])
+    agent = Agent(model, tools=[stall], trace_dir=False, limits=Limits(wall_clock_s=0.2))
+    assert agent.run_sync("Weather?").stop_reason == "wall_clock"
+
+    [tool_span] = export.named("execute_tool ")
+    assert tool_span.status.status_code == StatusCode.ERROR
+    assert attrs(tool_span)["error.type"] == "cancelled"
+    [run] = export.named("invoke_agent")
+    assert tool_span.end_time is not None and run.end_time is not None
+    assert tool_span.end_time <= run.end_time
 
 
 def test_a_failing_tool_sets_error_type_on_its_span(export: Export) -> None:

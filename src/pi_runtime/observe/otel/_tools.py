@@ -55,7 +55,7 @@ class ToolSpans:
                     arguments = content.tool_arguments(call)
                     self.tools[call.id].span.set_attribute("gen_ai.tool.call.arguments", arguments)
         elif e.source == "act":
-            self._end_tools(time.time_ns(), unfinished="not_run")
+            self._end_tools(time.time_ns(), unfinished="cancelled")
 
     def _open_tool(self, call_id: str, name: str, now: int) -> OpenCall:
         span = self.telemetry.tracer.start_span(
