@@ -45,6 +45,7 @@ from ..observe import (
     RunStarted,
     compute_metrics,
     default_trace_dir,
+    otel,
 )
 from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
@@ -335,8 +336,10 @@ class Agent(Decisions):
         # started inside another run's tool call: a child, inside what is left of its budget
         parent = current_call()
         limits = self.limits if parent is None else bounded(self.limits, parent.scope)
+        # OpenTelemetry export, when on, sees each event before `live` does (else: `live`)
+        listener = otel.listener(live, history, self.definition.source if self.definition else None)
         try:
-            recorder = Recorder(self.trace_dir, run_id, live)
+            recorder = Recorder(self.trace_dir, run_id, listener)
         except OSError as exc:
             raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
         memory = self._open_memory(session, run_id, recorder)

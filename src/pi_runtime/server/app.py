@@ -20,6 +20,7 @@ from importlib.metadata import PackageNotFoundError, version
 from fastapi import FastAPI
 
 from ..durable import Store, open_store
+from ..observe import otel
 from . import api, auth
 from .auth import Authenticator
 from .background import WorkerThread
@@ -41,6 +42,7 @@ def create_app(config: ServeConfig, *, store: Store | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
         loop.set_default_executor(ThreadPoolExecutor(max_workers=_THREADS))
+        otel.configure_from_env()  # export on now, if OTEL_* says so: a bad setting warns early
         worker = None
         if config.workers:
             worker = WorkerThread(
@@ -63,6 +65,7 @@ def create_app(config: ServeConfig, *, store: Store | None = None) -> FastAPI:
                     await model.aclose()
             if store is None:
                 state.store.close()
+            otel.shutdown()  # what the last runs buffered reaches the receiver
 
     app = FastAPI(
         title="Pi",
