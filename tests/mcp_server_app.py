@@ -51,7 +51,11 @@ TOOLS = [
         ),
         annotations=types.ToolAnnotations(read_only_hint=True),
     ),
-    types.Tool(name="echo", description="Echo text.", input_schema=obj({"text": {"type": "string"}}, ["text"])),
+    types.Tool(
+        name="echo",
+        description="Echo text.",
+        input_schema=obj({"text": {"type": "string"}}, ["text"]),
+    ),
     types.Tool(
         name="stall",
         description="Sleep, then answer.",
@@ -133,7 +137,9 @@ async def call_tool(
         value = os.environ.get(args["name"])
         return types.CallToolResult(content=[types.TextContent(text=f"length {len(value or '')}")])
     if params.name == "wide":
-        return types.CallToolResult(content=[types.TextContent(text=f"city {args['filter']['city']}")])
+        return types.CallToolResult(
+            content=[types.TextContent(text=f"city {args['filter']['city']}")]
+        )
     return types.CallToolResult(content=[types.TextContent(text="?")], is_error=True)
 
 
