@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
+import subprocess
 import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -297,12 +297,13 @@ def _http_transport(server: MCPServer) -> Any:
 
 
 def _errlog() -> Any:
-    """Where a stdio server's stderr goes: Pi's own (a real file is needed)."""
+    """Where a stdio server's stderr goes: Pi's own, or nowhere when Pi's is no real file
+    (a captured stream has no descriptor to hand a child)."""
     try:
         sys.stderr.fileno()
         return sys.stderr
     except (AttributeError, OSError, ValueError):
-        return open(os.devnull, "w")  # the child holds it; it closes at exit
+        return subprocess.DEVNULL
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
