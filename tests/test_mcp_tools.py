@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,7 +129,8 @@ def test_a_server_killed_mid_call_is_transient_then_restarted(served: Served) ->
     stalled, echoed = results(result)
     error = error_of(stalled)
     assert error["kind"] == "transient"
-    assert "started again at the next call" in error["message"]
+    assert "again at the next call" in error["message"]
+    assert "Whether the call took effect is unknown" in error["message"]
     assert echoed.content == "back"
     assert result.status == "completed"
     assert made.mcp.connections["test"].sessions == 2
@@ -360,3 +362,33 @@ def test_a_missing_env_variable_ends_the_run_naming_it(stdio: Served) -> None:
 
     assert result.stop_reason == "tool_error"
     assert "PI_TEST_NOT_SET_ANYWHERE is not set" in (result.error or "")
+
+
+# --- HTTP specifics -------------------------------------------------------------------------
+
+
+def test_a_silent_http_endpoint_cannot_hold_a_run_forever() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)  # connections queue; nothing ever answers them
+        port = listening.getsockname()[1]
+        server = MCPServer(name="silent", url=f"http://127.0.0.1:{port}/mcp", connect_timeout_s=0.5)
+        made = Agent(ScriptedModel([text("unreachable")]), mcp=[server], trace_dir=False)
+
+        result = asyncio.run(run_and_close(made))
+
+    assert result.stop_reason == "tool_error"
+    assert "did not start within 0.5s" in (result.error or "")
+
+
+def test_an_http_server_that_is_down_ends_the_run_naming_it(tmp_path: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed again: nothing listens there
+    server = MCPServer(name="down", url=f"http://127.0.0.1:{port}/mcp")
+    made = Agent(ScriptedModel([text("unreachable")]), mcp=[server], trace_dir=False)
+
+    result = asyncio.run(run_and_close(made))
+
+    assert result.status == "failed" and result.stop_reason == "tool_error"
+    assert "'down'" in (result.error or "") and "ConnectError" in (result.error or "")

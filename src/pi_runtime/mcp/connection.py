@@ -126,6 +126,11 @@ class Connection:
         self._session: _Session | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock: asyncio.Lock | None = None
+        self._again = (
+            "it is started again at the next call"
+            if server.transport == "stdio"
+            else "Pi connects again at the next call"
+        )
 
     async def list_tools(self) -> list[Tool]:
         """Every tool the server lists (all pages), within `connect_timeout_s`."""
@@ -165,7 +170,7 @@ class Connection:
         try:
             session = await self._current(starting=False)
         except ServerUnavailable as exc:
-            raise TransientError(f"{exc}; it is started again at the next call") from None
+            raise TransientError(f"{exc}; {self._again}") from None
         assert session.client is not None
         meta: Any = {IDEMPOTENCY_META: key} if key else None  # an open `_meta` map
         try:
@@ -173,8 +178,8 @@ class Connection:
         except _Gone:
             session.dead = True
             raise TransientError(
-                f"{self.server.where()} stopped during the call; it is started again at the "
-                "next call. Whether the call took effect is unknown."
+                f"{self.server.where()} stopped during the call; {self._again}. Whether the "
+                "call took effect is unknown."
             ) from None
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
@@ -182,8 +187,8 @@ class Connection:
             if exc.code == CONNECTION_CLOSED:
                 session.dead = True
                 raise TransientError(
-                    f"{self.server.where()} closed the connection; it is started again at "
-                    "the next call. Whether the call took effect is unknown."
+                    f"{self.server.where()} closed the connection; {self._again}. Whether "
+                    "the call took effect is unknown."
                 ) from None
             kind = ToolErrorKind.INVALID_ARGUMENTS if exc.code == INVALID_PARAMS else None
             raise ToolError(f"{self.server.where()}: {_clip(exc.message)}", kind=kind) from None
@@ -191,8 +196,8 @@ class Connection:
             if _is_transport(exc):
                 session.dead = True
                 raise TransientError(
-                    f"{self.server.where()}: {_why(exc)}; the connection is opened again at "
-                    "the next call. Whether the call took effect is unknown."
+                    f"{self.server.where()}: {_why(exc)}; {self._again}. Whether the call "
+                    "took effect is unknown."
                 ) from None
             if type(exc).__name__ == "ValidationError":
                 raise ToolError(
