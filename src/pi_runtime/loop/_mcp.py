@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from ..exceptions import DependencyUnavailable
 from ..mcp import MCPServer, MCPTools, ServerUnavailable
-from ..mcp.connection import INSTALL_HINT
+from ..mcp.transports import INSTALL_HINT
 from ..tools import ToolSpec
 from .state import RunState
 

@@ -8,9 +8,10 @@ See docs/mcp.md.
 """
 
 from .config import MCPServer
-from .connection import Connection, ServerUnavailable
+from .connection import Connection
 from .schema import UnusableSchema, strict_schema
 from .toolset import MCPTools, MCPToolSpec
+from .transports import ServerUnavailable
 
 __all__ = [
     "Connection",

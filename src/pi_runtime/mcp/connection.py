@@ -21,14 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import subprocess
-import sys
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..exceptions import ToolError, TransientError, UserError
+from ..exceptions import ToolError, TransientError
 from ..messages import ToolErrorKind, redact
 from .config import MCPServer
+from .transports import ServerUnavailable, client_for
 
 if TYPE_CHECKING:
     from mcp import Client
@@ -42,11 +41,6 @@ CLOSE_GRACE_S = 10.0
 MAX_TOOL_PAGES = 50
 IDEMPOTENCY_META = "pi-runtime/idempotency-key"
 """The `_meta` key a call of a non-idempotent tool carries its idempotency key in."""
-INSTALL_HINT = "MCP tools need the mcp package: pip install 'pi-runtime[mcp]'"
-
-
-class ServerUnavailable(Exception):
-    """The server could not be started, reached or listed; the message says why."""
 
 
 class _Session:
@@ -78,7 +72,7 @@ class _Session:
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         try:
-            async with _client(self.server) as client:
+            async with client_for(self.server) as client:
                 ready.set_result(client)
                 await self.stop.wait()
         except Exception as exc:
@@ -258,57 +252,6 @@ async def _racing(session: _Session, request: Awaitable[T]) -> T:
     if not work.cancelled() and work.done() and work.exception() is None:
         return work.result()
     raise _Gone
-
-
-def _client(server: MCPServer) -> Client:
-    """An unopened SDK client for `server` (its `${VAR}` references resolved now)."""
-    try:
-        from mcp import Client, StdioServerParameters
-    except ImportError as exc:
-        raise ServerUnavailable(f"{INSTALL_HINT} ({exc})") from None
-    try:
-        if server.command is not None:
-            program, args = server.program()
-            params = StdioServerParameters(
-                command=program, args=args, env=server.resolved_env() or None, cwd=server.cwd
-            )
-            from mcp.client.stdio import stdio_client
-
-            return Client(stdio_client(params, errlog=_errlog()), cache=None)
-        return Client(_http_transport(server), cache=None)
-    except UserError as exc:
-        raise ServerUnavailable(str(exc)) from None
-
-
-def _http_transport(server: MCPServer) -> Any:
-    import httpx2
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import MCP_DEFAULT_SSE_READ_TIMEOUT, create_mcp_http_client
-
-    # a read timeout however long a call may run, so a silent server cannot hold a
-    # stream open forever
-    read = max(MCP_DEFAULT_SSE_READ_TIMEOUT, server.timeout_s + 30)
-    http = create_mcp_http_client(
-        headers=server.resolved_headers() or None,
-        timeout=httpx2.Timeout(server.connect_timeout_s, read=read),
-    )
-
-    @contextlib.asynccontextmanager
-    async def transport() -> Any:
-        async with http, streamable_http_client(server.resolved_url(), http_client=http) as pair:
-            yield pair
-
-    return transport()
-
-
-def _errlog() -> Any:
-    """Where a stdio server's stderr goes: Pi's own, or nowhere when Pi's is no real file
-    (a captured stream has no descriptor to hand a child)."""
-    try:
-        sys.stderr.fileno()
-        return sys.stderr
-    except (AttributeError, OSError, ValueError):
-        return subprocess.DEVNULL
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -34,9 +34,10 @@ from ..exceptions import UserError
 from ..messages import repair_text
 from ..tools import IDEMPOTENCY_PARAM, ToolSpec
 from .config import MCPServer
-from .connection import Connection, ServerUnavailable
+from .connection import Connection
 from .results import result_value
 from .schema import UnusableSchema, strict_schema
+from .transports import ServerUnavailable
 
 log = logging.getLogger("pi_runtime.mcp")
 T = TypeVar("T")
