@@ -69,6 +69,8 @@ class _Session:
         except BaseException:
             await self.close()
             raise
+        finally:
+            _settled(ready)
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         try:
@@ -128,7 +130,7 @@ class Connection:
 
     async def list_tools(self) -> list[Tool]:
         """Every tool the server lists (all pages), within `connect_timeout_s`."""
-        session = await self._current(starting=True)
+        session = await self._current()
         assert session.client is not None
         tools: list[Tool] = []
         cursor: str | None = None
@@ -162,7 +164,7 @@ class Connection:
         from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
 
         try:
-            session = await self._current(starting=False)
+            session = await self._current()
         except ServerUnavailable as exc:
             raise TransientError(f"{exc}; {self._again}") from None
         assert session.client is not None
@@ -205,7 +207,7 @@ class Connection:
         if session is not None and self._loop is _running_loop():
             await session.close()
 
-    async def _current(self, *, starting: bool) -> _Session:
+    async def _current(self) -> _Session:
         """The live session, opened (or opened again) when there is none."""
         loop = asyncio.get_running_loop()
         if self._loop is not loop:  # a session of a loop that has ended is gone with it
@@ -235,6 +237,7 @@ class _Gone(Exception):
 async def _racing(session: _Session, request: Awaitable[T]) -> T:
     """`request`'s result, or `_Gone` as soon as the session ends first."""
     work = asyncio.ensure_future(request)
+    work.add_done_callback(_settled)  # an answer that comes too late is dropped quietly
     gone = asyncio.ensure_future(session.gone.wait())
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -252,6 +255,12 @@ async def _racing(session: _Session, request: Awaitable[T]) -> T:
     if not work.cancelled() and work.done() and work.exception() is None:
         return work.result()
     raise _Gone
+
+
+def _settled(future: asyncio.Future[Any]) -> None:
+    """Mark `future`'s outcome as seen: nobody waits for it any more."""
+    if future.done() and not future.cancelled():
+        future.exception()
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
