@@ -293,6 +293,22 @@ def test_a_tool_name_clash_asks_for_a_prefix(stdio: Served, tmp_path: Path) -> N
     assert "set a `prefix`" in (result.error or "")
 
 
+def test_cut_off_and_oversized_calls_never_reach_the_server(stdio: Served) -> None:
+    made = agent(
+        stdio.server(),
+        function_call("echo", {"text": "cut"}, finish_reason="length"),
+        function_call("echo", {"text": "x" * 70_000}),
+        text("gave up"),
+    )
+
+    result = asyncio.run(run_and_close(made))
+
+    cut, large = results(result)
+    assert error_of(cut)["kind"] == "truncated_call"
+    assert error_of(large)["kind"] == "arguments_too_large"
+    assert stdio.calls() == []
+
+
 def test_error_results_and_images_read_like_any_tool_result(stdio: Served) -> None:
     made = agent(
         stdio.server(),
