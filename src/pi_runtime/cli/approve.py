@@ -120,14 +120,16 @@ def _decide(
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
             result = run_blocking(
-                decide(
-                    store,
-                    session_id,
-                    decision,
-                    agent=agent,
-                    owner=owner,
-                    lease_s=lease_s,
-                    on_event=None if as_json else _progress(err),
+                agent.mcp.closing(
+                    decide(
+                        store,
+                        session_id,
+                        decision,
+                        agent=agent,
+                        owner=owner,
+                        lease_s=lease_s,
+                        on_event=None if as_json else _progress(err),
+                    )
                 )
             )
     except UserError as exc:

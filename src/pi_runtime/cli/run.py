@@ -152,7 +152,9 @@ def run_command(
             result = agent.run_sync(prompt, next_tool_choice=tool_choice)
         typer.echo(result.to_json())
     else:
-        result = run_blocking(_run_with_progress(agent, prompt, tool_choice, err))
+        result = run_blocking(
+            agent.mcp.closing(_run_with_progress(agent, prompt, tool_choice, err))
+        )
         if result.output is not None:
             typer.echo(answer_text(result.output))
         elif result.error:
@@ -252,16 +254,18 @@ def _run_in_session(
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
             turn = run_blocking(
-                run_turn(
-                    store,
-                    session_id,
-                    prompt,
-                    agent=agent,
-                    owner=owner,
-                    job_max_attempts=recipe.job_max_attempts,
-                    on_event=on_event,
-                    tool_choice=tool_choice,
-                    limits=limits,
+                agent.mcp.closing(
+                    run_turn(
+                        store,
+                        session_id,
+                        prompt,
+                        agent=agent,
+                        owner=owner,
+                        job_max_attempts=recipe.job_max_attempts,
+                        on_event=on_event,
+                        tool_choice=tool_choice,
+                        limits=limits,
+                    )
                 )
             )
     except Conflict as exc:

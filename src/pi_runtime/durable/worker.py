@@ -287,14 +287,17 @@ class Worker:
                 limits=request.limits,
                 memory_store=self.store,
             )
-            turn = await run_held(
-                self.store,
-                run,
-                agent=agent,
-                owner=owner,
-                lease_s=self.lease_s,
-                job_max_attempts=recipe.job_max_attempts,
-                request_elapsed_s=request.elapsed_s,
+            # the agent lives for this run: its MCP servers' sessions end with it
+            turn = await agent.mcp.closing(
+                run_held(
+                    self.store,
+                    run,
+                    agent=agent,
+                    owner=owner,
+                    lease_s=self.lease_s,
+                    job_max_attempts=recipe.job_max_attempts,
+                    request_elapsed_s=request.elapsed_s,
+                )
             )
         except LeaseLost as exc:
             log.warning("run %s: %s", run.id, exc)

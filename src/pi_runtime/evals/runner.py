@@ -124,7 +124,7 @@ class EvalRunner:
 
     async def _run_case(self, model: ModelUnderTest, case: Case, attempt: int) -> dict[str, Any]:
         agent = self.build(model, case)
-        result = await agent.run(case.prompt)
+        result = await agent.mcp.closing(agent.run(case.prompt))  # a case's own servers
         if all(agent.model is not shared for shared in self.cache.values()):
             await agent.model.aclose()  # made for this run alone
         return row_of(case, model.label, attempt, result)

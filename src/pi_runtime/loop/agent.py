@@ -29,6 +29,7 @@ from ..context import (
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails
+from ..mcp import MCPServer
 from ..memory import Memory, MemoryRun, MemoryStore
 from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
 from ..models import (
@@ -50,6 +51,7 @@ from ..observe import (
 from ..tools import Gate, Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
 from ..tools.scope import current_call
+from ._mcp import allowed_with_mcp, listed, mcp_tools_of, unavailable
 from ._memory import allowed_with_memory, check_memory, request_text
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
@@ -106,6 +108,9 @@ class Agent(Decisions):
             picks `direct`, `react` or `plan` per request); see docs/modes.md.
         max_replans: replans a `plan` run may make before a failing step stops it.
         step_max_steps: model calls each plan step's executor may make.
+        mcp: MCP servers whose tools the agent may call (`MCPServer`): each tool passes
+            the same gate as the agent's own; one session per server lasts until
+            `aclose` (see docs/mcp.md).
 
     Attributes:
         definition: the `AgentDefinition` this agent was built from (`Agent.from_file`,
@@ -137,6 +142,7 @@ class Agent(Decisions):
         mode: Mode = "react",
         max_replans: int = 2,
         step_max_steps: int = 5,
+        mcp: Iterable[MCPServer] = (),
     ) -> None:
         self.model = (
             model if model is not None and not isinstance(model, str) else resolve_model(model)
@@ -160,6 +166,7 @@ class Agent(Decisions):
             missing = ", ".join(sorted(given - set(names)))
             raise UserError(f"approval names tools the agent does not have: {missing}")
         self.approval = given | {s.name for s in self.tools if s.requires_approval}
+        self.mcp = mcp_tools_of(mcp)
         self._decided: set[tuple[str, str]] = set()  # (session, call) decided in memory
         self.memory = check_memory(memory, names)
         if limits is not None and not isinstance(limits, Limits):
@@ -241,10 +248,12 @@ class Agent(Decisions):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close the model (its HTTP client and connections); `async with` does it on exit.
+        """Close the model (its HTTP client and connections) and the MCP servers'
+        sessions; `async with` does it on exit.
 
-        A later run opens the model's client again.
+        A later run opens the model's client and the sessions again.
         """
+        await self.mcp.aclose()
         await self.model.aclose()
 
     def as_tool(
@@ -338,14 +347,16 @@ class Agent(Decisions):
         limits = self.limits if parent is None else bounded(self.limits, parent.scope)
         # OpenTelemetry export, when on, sees each event before `live` does (else: `live`)
         listener = otel.listener(live, history, self.definition.source if self.definition else None)
+        mcp_specs, mcp_missing = await listed(self.mcp, self._own_names())
         try:
             recorder = Recorder(self.trace_dir, run_id, listener)
         except OSError as exc:
             raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
         memory = self._open_memory(session, run_id, recorder)
+        own = [*self.tools, *memory.tools] if memory is not None else self.tools
         gate = Gate(
-            [*self.tools, *memory.tools] if memory is not None else self.tools,
-            allow=allowed_with_memory(self.allow, memory),
+            [*own, *mcp_specs],
+            allow=allowed_with_mcp(allowed_with_memory(self.allow, memory), mcp_specs),
             session_id=session,
             retry_base_s=limits.retry_base_s,
             launcher=launcher,
@@ -409,7 +420,11 @@ class Agent(Decisions):
             try:
                 if memory is not None:
                     await memory.recall(request_text(driver.state))
-                state = await runner.run_transitions()
+                state = (
+                    await runner.run_transitions()
+                    if mcp_missing is None
+                    else unavailable(runner.state, mcp_missing)
+                )
                 if memory is not None:
                     await memory.finish(status_of(state.stop_reason or "internal_error"))
             except asyncio.CancelledError:
@@ -436,6 +451,10 @@ class Agent(Decisions):
             # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
             recorder.close()
 
+    def _own_names(self) -> list[str]:
+        names = [s.name for s in self.tools]
+        return names if self.memory is None else [*names, *self.memory.tool_names]
+
     def _open_memory(self, session: str, run_id: str, recorder: Recorder) -> MemoryRun | None:
         if self.memory is None:
             return None
@@ -456,21 +475,23 @@ class Agent(Decisions):
     ) -> RunResult:
         """`run` for code without an event loop; takes the same arguments.
 
-        Each call runs on a new event loop, and the model's connections opened on it are
-        closed when it ends.
+        Each call runs on a new event loop, and the model's connections and the MCP
+        servers' sessions opened on it are closed when it ends.
         """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             return run_blocking(
-                self.run(
-                    prompt,
-                    history=history,
-                    session_id=session_id,
-                    next_tool_choice=next_tool_choice,
-                    run_id=run_id,
-                    launcher=launcher,
-                    request_elapsed_s=request_elapsed_s,
+                self.mcp.closing(
+                    self.run(
+                        prompt,
+                        history=history,
+                        session_id=session_id,
+                        next_tool_choice=next_tool_choice,
+                        run_id=run_id,
+                        launcher=launcher,
+                        request_elapsed_s=request_elapsed_s,
+                    )
                 )
             )
         raise UserError(

@@ -19,6 +19,10 @@
     description = "Finds facts on the web and reports them with sources."
     keep_history = false                    # a fresh conversation per call (default)
 
+    [mcp.files]                             # an MCP server's tools (see docs/mcp.md)
+    command = ["python", "server.py"]       # stdio, run in this file's folder; or url = "…"
+    timeout_s = 30                          # and allow, block, prefix, env, headers, …
+
 Paths are resolved against the file's folder, the output schema is read in, and the
 result is an `AgentDefinition` that no longer depends on the file (a sub-agent's file
 is read in too). A mistake is one `UserError` naming the file, the line when it can be
@@ -86,6 +90,8 @@ def _resolved(
         out["output"] = _output(out["output"], base)
     if "subagents" in out:
         out["subagents"] = _subagents(out["subagents"], base, (*within, file.resolve()))
+    if isinstance(out.get("mcp"), dict):
+        out["mcp"] = {name: _mcp_server(entry, base) for name, entry in out["mcp"].items()}
     out["import_path"] = str(_import_root(base))
     out["source"] = str(file.resolve())
     return out
@@ -117,6 +123,16 @@ def _output(value: Any, base: Path) -> Any:
         raise DefinitionError("output", f"{path} must hold a JSON Schema object")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "output"
     return {"name": name, **table, "schema": schema}
+
+
+def _mcp_server(entry: Any, base: Path) -> Any:
+    """A stdio server runs in the file's folder (or its `cwd`, relative to the file)."""
+    if not isinstance(entry, dict) or "command" not in entry:
+        return entry  # the definition's rule says what is wrong
+    cwd = entry.get("cwd", ".")
+    if not isinstance(cwd, str) or not cwd:
+        return entry
+    return {**entry, "cwd": str((base / Path(cwd).expanduser()).resolve())}
 
 
 def _subagents(value: Any, base: Path, chain: tuple[Path, ...]) -> Any:

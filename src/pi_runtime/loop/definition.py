@@ -27,6 +27,7 @@ from ..context.presets import check_presets
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails, check_ref, load_callable
+from ..mcp import MCPServer
 from ..memory import Memory, MemoryPolicy, MemoryStore
 from ..models import Model, resolve_model
 from ..tools import ToolSpec
@@ -94,6 +95,9 @@ class AgentDefinition:
         escalate: `MODULE:ATTR` of the hook told when a run ends `stopped` or `failed`.
         memory: long-term memory (`MemoryPolicy` fields: `scope`, `read`, `top_k`,
             `budget_tokens`, `write`, `embedder`); None: the agent has none.
+        mcp: MCP servers whose tools the agent calls, by name: each an `MCPServer`'s
+            `to_table` (`command` or `url`, `timeout_s`, `allow`, `block`, `prefix`, …),
+            secrets as `${VAR}` references, never their values.
     """
 
     model: str | None = None
@@ -118,6 +122,7 @@ class AgentDefinition:
     mode: str = "react"
     max_replans: int = 2
     step_max_steps: int = 5
+    mcp: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for item in fields(self):
@@ -206,6 +211,7 @@ class AgentDefinition:
                 mode=cast(Mode, self.mode),  # checked by its rule
                 max_replans=self.max_replans,
                 step_max_steps=self.step_max_steps,
+                mcp=[MCPServer.from_table(name, table) for name, table in self.mcp.items()],
             )
         except DefinitionError:
             raise
@@ -314,6 +320,7 @@ def _blame(message: str) -> str:
         ("output", ("contract",)),
         ("budget", ("Budget.",)),
         ("memory", ("memory", "Memory")),
+        ("mcp", ("MCP",)),
     ):
         if any(w in message for w in words):
             return key
@@ -531,6 +538,22 @@ def _memory(key: str, value: Any) -> dict[str, Any] | None:
     return _dataclass_table(key, MemoryPolicy, value)
 
 
+def _mcp(key: str, value: Any) -> dict[str, dict[str, Any]]:
+    """`{NAME: table}`, each table checked as an `MCPServer` and stored as its `to_table`."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise DefinitionError(key, f"must be a table of MCP servers by name, got {value!r}")
+    out: dict[str, dict[str, Any]] = {}
+    for name, table in value.items():
+        try:
+            out[str(name)] = MCPServer.from_table(str(name), table).to_table()
+        except UserError as exc:  # "mcp.NAME.key: problem"
+            where, _, problem = str(exc).partition(": ")
+            raise DefinitionError(where if where.startswith(key) else key, problem) from None
+    return out
+
+
 def _job_attempts(key: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
@@ -572,6 +595,7 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "mode": _mode,
     "max_replans": _replans,
     "step_max_steps": _job_attempts,  # an integer of at least 1 too
+    "mcp": _mcp,
 }
 
 

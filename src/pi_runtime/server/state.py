@@ -89,15 +89,19 @@ class ServerState:
             _, recipe = await asyncio.to_thread(open_session, store, session_id, wanted)
         except UserError as exc:
             raise ApiError(409, str(exc), code="agent_mismatch") from None
-        done = await run_turn(
-            store,
-            session_id,
-            message,
-            agent=self.build(recipe),
-            owner=self.owner(),
-            lease_s=self.config.lease_s,
-            job_max_attempts=recipe.job_max_attempts,
-            on_event=on_event,
+        built = self.build(recipe)
+        # the agent lives for this turn: its MCP sessions close with it
+        done = await built.mcp.closing(
+            run_turn(
+                store,
+                session_id,
+                message,
+                agent=built,
+                owner=self.owner(),
+                lease_s=self.config.lease_s,
+                job_max_attempts=recipe.job_max_attempts,
+                on_event=on_event,
+            )
         )
         return done.result
 
@@ -111,14 +115,16 @@ class ServerState:
         limits = await asyncio.to_thread(self._limits, session_id, decision.call_id)
         agent = self.build(stored_recipe(session.agent), limits)
         try:
-            return await decide(
-                store,
-                session_id,
-                decision,
-                agent=agent,
-                owner=self.owner(),
-                lease_s=self.config.lease_s,
-                on_event=on_event,
+            return await agent.mcp.closing(
+                decide(
+                    store,
+                    session_id,
+                    decision,
+                    agent=agent,
+                    owner=self.owner(),
+                    lease_s=self.config.lease_s,
+                    on_event=on_event,
+                )
             )
         except UserError as exc:
             raise ApiError(409, str(exc), code="decision_refused") from None
