@@ -335,7 +335,8 @@
         t.stop_reason ? h("span", { id: "stop-reason", class: "stop" }, t.stop_reason) : null,
         t.live ? badge("live") : null),
       h("p", { class: "links" }, links.filter(Boolean).flatMap((x, i) => (i ? [" · ", x] : [x]))),
-      t.run.model ? h("p", { class: "muted" }, `${t.kind} run · model ${t.run.model}`) : null,
+      // a file path in a model spec (`scripted:/…/script.json`) is the server's business
+      t.run.model ? h("p", { class: "muted", title: t.run.model }, `${t.kind} run · model ${String(t.run.model).replace(/\/(?:[^/\s]+\/)+/g, "…/")}`) : null,
       t.trace ? null : h("p", { class: "muted" }, "This server has no trace of this run (it ran elsewhere, or has not begun)."),
       approvals(t),
       summary(t),
