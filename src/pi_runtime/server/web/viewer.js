@@ -327,7 +327,7 @@
       h("a", { href: `/v1/runs/${enc(t.run_id)}/trace` }, "Raw trace (JSON)"),
     ];
     const outcome = t.finished ? section("Outcome",
-      finished.error ? h("pre", { class: "error" }, finished.error) : null,
+      finished.error ? h("pre", { class: ["failed", "stopped"].includes(t.status) ? "error" : "" }, finished.error) : null,
       finished.output !== null && finished.output !== undefined ? h("pre", { id: "output" }, pretty(finished.output)) : h("p", { class: "muted" }, "No output.")) : null;
     const calls = t.tool_calls;
     return [
@@ -340,9 +340,9 @@
       t.trace ? null : h("p", { class: "muted" }, "This server has no trace of this run (it ran elsewhere, or has not begun)."),
       approvals(t),
       summary(t),
+      section("Timeline", timelineTable(t)),
       outcome,
       plans(t),
-      section("Timeline", timelineTable(t)),
       calls.length ? section(`Tool calls (${calls.length}, errors first)`, h("div", { id: "calls" }, calls.map(toolCall))) : null,
       t.model_calls.length ? section(`Model requests (${t.model_calls.length})`, h("div", { id: "model-calls" }, t.model_calls.map(modelCall))) : null,
     ];
