@@ -91,8 +91,11 @@ def _timeline_of(state: ServerState, run: RunRecord, caller: Principal) -> dict[
     path = _trace_path(state, run.id, (run.result or {}).get("trace"))
     events = _read_written(path) if path is not None else []
     view = timeline(events)
-    unanswered = {c["call_id"] for c in view["tool_calls"] if c["result"] is None}
-    if unanswered:  # a call a person decided was answered before this run began
+    # A call a person approved ran before this run began: its result is in the session.
+    unanswered = {
+        c["call_id"] for c in view["tool_calls"] if c["status"] == "approved" and not c["result"]
+    }
+    if unanswered:
         view = timeline(events, results=_stored_results(state, run.session_id, unanswered))
     runs = state.store.list_runs(run.session_id)
     pending = [
