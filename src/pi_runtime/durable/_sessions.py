@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, and_, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import Message, ToolResultMessage, message_to_dict
@@ -41,6 +41,40 @@ def create_session(tx: Tx, session_id: str | None, agent: dict[str, Any] | None)
 def get_session(tx: Tx, session_id: str) -> SessionRecord | None:
     row = tx.conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).one_or_none()
     return None if row is None else _rows.session(row)
+
+
+MAX_SESSION_PAGE = 500
+
+
+def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list[SessionRecord]:
+    """A page of the sessions in the namespace `prefix`, newest first (ties: by id), after
+    the session `after`. A session id holding a `/` after the prefix is in a namespace
+    below it, someone else's (tenancy): it is left out."""
+    if not 1 <= limit <= MAX_SESSION_PAGE:
+        raise UserError(f"a page holds 1 to {MAX_SESSION_PAGE} sessions, not {limit}")
+
+    def within(sid: str) -> bool:
+        return sid.startswith(prefix) and "/" not in sid[len(prefix) :]
+
+    c = t.sessions.c
+    query = select(t.sessions)
+    if prefix:
+        query = query.where(c.id.startswith(prefix, autoescape=True))
+    query = query.where(~func.substr(c.id, len(prefix) + 1).contains("/"))
+    if after is not None:
+        found = None
+        if within(after):
+            found = tx.conn.execute(select(c.created_at).where(c.id == after)).one_or_none()
+        if found is None:
+            raise NotFound(f"no session {after!r} to page after")
+        query = query.where(
+            or_(
+                c.created_at < found.created_at,
+                and_(c.created_at == found.created_at, c.id < after),
+            )
+        )
+    query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
+    return [_rows.session(row) for row in tx.conn.execute(query)]
 
 
 def set_session_status(

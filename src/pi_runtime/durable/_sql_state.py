@@ -24,6 +24,14 @@ class SessionsSql(SqlBase):
     def get_session(self, session_id: str) -> SessionRecord | None:
         return self._do(lambda tx: _sessions.get_session(tx, session_id), read=True)
 
+    def list_sessions(
+        self, *, prefix: str = "", limit: int = 50, after: str | None = None
+    ) -> list[SessionRecord]:
+        return self._do(
+            lambda tx: _sessions.list_sessions(tx, prefix=prefix, limit=limit, after=after),
+            read=True,
+        )
+
     def set_session_status(
         self, session_id: str, status: str, *, expected_version: int
     ) -> SessionRecord:

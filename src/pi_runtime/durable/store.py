@@ -50,6 +50,14 @@ class SessionStore(Protocol):
 
     def get_session(self, session_id: str) -> SessionRecord | None: ...
 
+    def list_sessions(
+        self, *, prefix: str = "", limit: int = 50, after: str | None = None
+    ) -> list[SessionRecord]:
+        """A page of sessions, newest first: those whose ids start with `prefix` and hold
+        no `/` after it (`"acme/"`: tenant acme's; `""`: those of no tenant). `after` is
+        the last id of the previous page (NotFound if there is no such session)."""
+        ...
+
     def set_session_status(
         self, session_id: str, status: str, *, expected_version: int
     ) -> SessionRecord:

@@ -4,9 +4,10 @@
     uvicorn.run(app, host="127.0.0.1", port=8000)
 
 Routers: `auth.router` (`POST /login`, `/logout`), `api.router` (`/v1`, behind
-`auth.principal`), and `/healthz`. More surfaces plug in as one more router here: their
-routes take `auth.Caller` for the same bearer-or-cookie auth, and `server_state(request)`
-for the store, the served agents and the live runs.
+`auth.principal`), `browse.router` (the viewer's JSON, `/v1` too), `viewer.router` (the
+trace viewer's pages at `/`), and `/healthz`. More surfaces plug in as one more router
+here: their routes take `auth.Caller` for the same bearer-or-cookie auth, and
+`server_state(request)` for the store, the served agents and the live runs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from fastapi import FastAPI
 
 from ..durable import Store, open_store
 from ..observe import otel
-from . import api, auth
+from . import api, auth, browse, viewer
 from .auth import Authenticator
 from .background import WorkerThread
 from .config import ServeConfig
@@ -82,6 +83,8 @@ def create_app(config: ServeConfig, *, store: Store | None = None) -> FastAPI:
     app.add_middleware(CatchAll)  # added last: the outermost of the two
     app.include_router(auth.router)
     app.include_router(api.router)
+    app.include_router(browse.router)
+    app.include_router(viewer.router)
 
     @app.get("/healthz", tags=["health"], summary="Whether the server answers")
     async def healthz() -> dict[str, object]:

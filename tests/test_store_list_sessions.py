@@ -1,0 +1,85 @@
+"""`Store.list_sessions`: a tenant's sessions, newest first, a page at a time, on SQLite
+and PostgreSQL (the trace viewer's session list)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+
+from durable_support import *  # noqa: F403  (the store fixtures)
+from pi_runtime.durable import NotFound, Store
+from pi_runtime.exceptions import UserError
+
+
+def ids(store: Store, prefix: str = "", limit: int = 50, after: str | None = None) -> list[str]:
+    return [s.id for s in store.list_sessions(prefix=prefix, limit=limit, after=after)]
+
+
+def test_sessions_are_listed_newest_first(store: Store) -> None:
+    for sid in ("first", "second", "third"):
+        store.create_session(sid)
+    assert ids(store) == ["third", "second", "first"]
+    listed = store.list_sessions()[0]
+    assert (listed.status, listed.message_count) == ("idle", 0)
+
+
+def test_a_tenant_sees_only_its_own_sessions(store: Store) -> None:
+    for sid in ("plain", "acme/s1", "acme/s2", "zeta/s1", "acme/deeper/s3", "acmex/s4"):
+        store.create_session(sid)
+    assert ids(store, prefix="acme/") == ["acme/s2", "acme/s1"]
+    assert ids(store, prefix="zeta/") == ["zeta/s1"]
+    assert ids(store) == ["plain"]  # no tenant: never a namespaced session
+    assert ids(store, prefix="nobody/") == []
+
+
+def test_like_wildcards_in_a_prefix_match_only_themselves(store: Store) -> None:
+    # `_` and `%` are LIKE wildcards: unescaped, tenant `a_b` would see `axb`'s sessions.
+    for sid in ("a_b/mine", "axb/theirs", "a%c/mine", "abbc/theirs"):
+        store.create_session(sid)
+    assert ids(store, prefix="a_b/") == ["a_b/mine"]
+    assert ids(store, prefix="a%c/") == ["a%c/mine"]
+
+
+def test_pages_follow_each_other_without_gaps_or_repeats(store: Store) -> None:
+    made = [f"acme/s{i:02d}" for i in range(7)]
+    for sid in made:
+        store.create_session(sid)
+    store.create_session("zeta/s99")
+    seen: list[str] = []
+    after = None
+    while True:
+        page = ids(store, prefix="acme/", limit=3, after=after)
+        seen += page
+        if len(page) < 3:
+            break
+        after = page[-1]
+    assert seen == made[::-1]
+
+
+def test_sessions_made_at_the_same_instant_page_by_id(
+    store_factory: Callable[..., Store],
+) -> None:
+    instant = datetime(2031, 5, 1, tzinfo=UTC)
+    store = store_factory(clock=lambda: instant)
+    for sid in ("b", "d", "a", "c"):
+        store.create_session(sid)
+    first = ids(store, limit=2)
+    assert first == ["d", "c"]
+    assert ids(store, limit=2, after=first[-1]) == ["b", "a"]
+
+
+def test_a_page_after_an_unknown_or_foreign_session_is_refused(store: Store) -> None:
+    store.create_session("acme/s1")
+    store.create_session("zeta/s1")
+    with pytest.raises(NotFound):
+        store.list_sessions(prefix="acme/", after="acme/nope")
+    with pytest.raises(NotFound):  # another tenant's id is no cursor of acme's
+        store.list_sessions(prefix="acme/", after="zeta/s1")
+
+
+@pytest.mark.parametrize("limit", [0, -1, 501])
+def test_a_page_size_out_of_bounds_is_refused(store: Store, limit: int) -> None:
+    with pytest.raises(UserError, match="1 to 500"):
+        store.list_sessions(limit=limit)
