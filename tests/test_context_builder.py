@@ -25,6 +25,7 @@ from pi_runtime.context.builder import MESSAGE_OVERHEAD
 from pi_runtime.messages import (
     AssistantMessage,
     Message,
+    TextBlock,
     ToolCall,
     ToolResultMessage,
     UserMessage,
@@ -152,6 +153,39 @@ def test_next_turn_counts_only_the_new_messages() -> None:
     turn2 = turn1 + exchange(2, n_rows=5)
     build(builder, turn2)
     assert counter.texts == [message_text(m) for m in turn2[len(turn1) :]]
+
+
+def test_an_answer_counted_for_its_usage_is_not_tokenized_again_in_the_history() -> None:
+    # A provider that reports no output tokens gets the answer counted; when the answer
+    # joins the history the next turn, that count is reused, not recomputed.
+    counter = CountingCounter()
+    builder = ContextBuilder(counter=counter)
+    turn1 = conversation(1, n_rows=5)
+    build(builder, turn1)
+    turn2 = turn1 + exchange(2, n_rows=5)
+    answer = turn2[len(turn1)]
+    counter.texts.clear()
+
+    output_tokens = builder.count_answer(answer)
+    counts = builder.count(turn2)
+
+    assert output_tokens == count_tokens(message_text(answer))
+    assert counts[len(turn1)] == output_tokens + MESSAGE_OVERHEAD
+    # the answer once, then only the result that came after it
+    assert counter.texts == [message_text(m) for m in turn2[len(turn1) :]]
+
+
+def test_a_message_that_only_resembles_the_last_answer_is_counted_itself() -> None:
+    counter = CountingCounter()
+    builder = ContextBuilder(counter=counter)
+    history = conversation(1, n_rows=5)
+    builder.count_answer(AssistantMessage(content=(TextBlock(text="other words"),)))
+    counter.texts.clear()
+
+    counts = builder.count(history)
+
+    assert counter.texts == [message_text(m) for m in history]
+    assert counts == [count_tokens(message_text(m)) + MESSAGE_OVERHEAD for m in history]
 
 
 def test_runtime_block_is_not_recounted_every_turn() -> None:

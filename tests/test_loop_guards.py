@@ -31,6 +31,7 @@ from pi_runtime import (
     UnrecoverableError,
     tool,
 )
+from pi_runtime.loop import detect_loop
 from pi_runtime.testing import FunctionModel, ScriptedModel, function_call, text
 
 
@@ -326,6 +327,17 @@ def test_loop_detection_catches_an_a_b_a_b_cycle(tmp_path: Path) -> None:
     assert_stopped_by(result, "loop_detected")
     assert result.steps == 4
     assert "cycle" in (result.error or "")
+
+
+def test_loop_detection_sees_repeats_and_cycles_but_not_distinct_calls() -> None:
+    limits = Limits(loop_window=6, loop_threshold=3)
+    assert detect_loop(("a", "b", "c", "d", "e", "f"), limits) is None
+    assert detect_loop((), limits) is None
+    assert "3 times" in (detect_loop(("a", "x", "a", "y", "a"), limits) or "")
+    assert "cycle of 2" in (detect_loop(("x", "a", "b", "a", "b"), limits) or "")
+    # a threshold of one makes any call a loop, distinct calls included
+    once = Limits(loop_window=6, loop_threshold=1)
+    assert "1 times" in (detect_loop(("a", "b"), once) or "")
 
 
 def test_no_progress_stops_a_call_that_keeps_returning_the_same_result(tmp_path: Path) -> None:

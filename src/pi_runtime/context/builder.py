@@ -180,6 +180,16 @@ class ContextBuilder:
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
         self._digests = Digests(lambda m: counter(message_text(m)) + MESSAGE_OVERHEAD)
         self._anchored: tuple[Message, str, UserMessage] | None = None
+        self._answer: tuple[str | None, int] = (None, 0)
+        """The text of the last answer `count_answer` counted, and its tokens: the same
+        text is counted again when the answer joins the history."""
+
+    def count_answer(self, message: Message) -> int:
+        """Tokens of a model answer's text (its output, when the provider reported none);
+        remembered, so the history does not count the same text a second time."""
+        text = message_text(message)
+        self._answer = (text, self.counter(text))
+        return self._answer[1]
 
     def count(self, messages: Sequence[Message]) -> list[int]:
         """Token counts of `messages`, counting only those not counted before."""
@@ -193,8 +203,11 @@ class ContextBuilder:
                 i = min(known, len(messages))
             del self._counts[i:], self._seen[i:], self._sums[i + 1 :]
             self._digests.forget(i)
+        answer, answer_tokens = self._answer
         for message in messages[len(self._counts) :]:
-            size = self.counter(message_text(message)) + MESSAGE_OVERHEAD
+            text = message_text(message)
+            # long hostile answers cost far more to tokenize than to compare
+            size = (answer_tokens if text == answer else self.counter(text)) + MESSAGE_OVERHEAD
             self._counts.append(size)
             self._seen.append(message)
             self._sums.append(self._sums[-1] + size)

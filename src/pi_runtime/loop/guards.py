@@ -125,6 +125,8 @@ class Limits:
 def detect_loop(actions: tuple[str, ...], limits: Limits) -> str | None:
     """A description of the loop at the end of `actions`, or None."""
     window = actions[-limits.loop_window :]
+    if len(set(window)) == len(window) and limits.loop_threshold > 1:
+        return None  # no call repeats in the window: neither a repeat nor a cycle can
     # a count per distinct call beats building a Counter every turn; the window holds at
     # most carry.KEEP hashes, so this stays small
     times = max(map(window.count, set(window)), default=0)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from ..context import ContextBuilder, message_text
+from ..context import ContextBuilder
 from ..contract import OutputContract
 from ..exceptions import ModelError
 from ..guardrails import Guardrails
@@ -348,7 +348,7 @@ class Driver:
         if input_tokens <= 0:
             input_tokens = counted_input
         if output_tokens <= 0 and answer.content:
-            output_tokens = self.builder.counter(message_text(answer))
+            output_tokens = self.builder.count_answer(answer)
         counted = (input_tokens, output_tokens) != (usage.input_tokens, usage.output_tokens)
         if counted:
             usage = replace(usage, input_tokens=input_tokens, output_tokens=output_tokens)
