@@ -9,26 +9,12 @@ from __future__ import annotations
 import secrets
 import threading
 import uuid
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from typing import Unpack
 
-from ..exceptions import UserError
-from .storage import (
-    Clock,
-    PageRecord,
-    ReferenceRecord,
-    SnapshotRecord,
-    pages_digest,
-    utc_now,
-)
+from .fields import NewReference, NewSnapshot, check_name, new_reference, new_snapshot
+from .storage import Clock, PageRecord, ReferenceRecord, SnapshotRecord, utc_now
 
 __all__ = ["MemoryDataStore"]
-
-
-def _check_name(what: str, value: str) -> None:
-    if not isinstance(value, str) or not value or len(value) > 200 or not value.isprintable():
-        raise UserError(f"{what} must be a printable, non-empty string of at most 200 characters")
 
 
 class MemoryDataStore:
@@ -46,44 +32,12 @@ class MemoryDataStore:
         self._refs: dict[str, ReferenceRecord] = {}
         self._keys: dict[str, str] = {}
 
-    def put_snapshot(
-        self,
-        *,
-        owner: str,
-        source: str,
-        pages: Sequence[str],
-        page_rows: Sequence[int] | None = None,
-        locator: dict[str, Any] | None = None,
-        version: str | None = None,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> SnapshotRecord:
-        _check_name("owner", owner)
-        _check_name("source", source)
-        if any(not isinstance(body, str) for body in pages):
-            raise UserError("snapshot pages must be strings")
-        if page_rows is not None and len(page_rows) != len(pages):
-            raise UserError(f"page_rows has {len(page_rows)} counts for {len(pages)} pages")
-        snapshot = SnapshotRecord(
-            id=f"snap-{uuid.uuid4().hex[:16]}",
-            owner=owner,
-            source=source,
-            locator=locator,
-            version=version,
-            digest=pages_digest(pages),
-            page_count=len(pages),
-            row_count=None if page_rows is None else sum(page_rows),
-            meta=meta,
-            created_at=self._clock(),
-            expires_at=expires_at,
-        )
+    def put_snapshot(self, **fields: Unpack[NewSnapshot]) -> SnapshotRecord:
+        snapshot_id = f"snap-{uuid.uuid4().hex[:16]}"
+        snapshot, pages = new_snapshot(fields, id=snapshot_id, created_at=self._clock())
         with self._lock:
             self._snapshots[snapshot.id] = snapshot
-            for seq, body in enumerate(pages):
-                rows = None if page_rows is None else page_rows[seq]
-                self._pages[snapshot.id, seq] = PageRecord(
-                    snapshot_id=snapshot.id, seq=seq, body=body, row_count=rows
-                )
+            self._pages.update({(snapshot.id, page.seq): page for page in pages})
         return snapshot
 
     def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None:
@@ -94,29 +48,12 @@ class MemoryDataStore:
         with self._lock:
             return self._pages.get((snapshot_id, seq))
 
-    def create_reference(
-        self,
-        *,
-        owner: str,
-        snapshot_id: str,
-        kind: str,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> ReferenceRecord:
-        _check_name("owner", owner)
-        _check_name("reference kind", kind)
-        reference = ReferenceRecord(
-            id=f"ref-{uuid.uuid4().hex[:16]}",
-            owner=owner,
-            snapshot_id=snapshot_id,
-            kind=kind,
-            meta=meta,
-            created_at=self._clock(),
-            expires_at=expires_at,
-        )
+    def create_reference(self, **fields: Unpack[NewReference]) -> ReferenceRecord:
+        ref_id = f"ref-{uuid.uuid4().hex[:16]}"
+        reference = new_reference(fields, id=ref_id, created_at=self._clock())
         with self._lock:
-            if snapshot_id not in self._snapshots:
-                raise LookupError(f"no snapshot {snapshot_id!r}")
+            if reference.snapshot_id not in self._snapshots:
+                raise LookupError(f"no snapshot {reference.snapshot_id!r}")
             self._refs[reference.id] = reference
         return reference
 
@@ -142,6 +79,6 @@ class MemoryDataStore:
         return len(refs) + len(snaps)
 
     def signing_key(self, name: str) -> str:
-        _check_name("key name", name)
+        check_name("key name", name)
         with self._lock:
             return self._keys.setdefault(name, secrets.token_hex(32))

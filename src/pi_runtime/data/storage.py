@@ -11,7 +11,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
+
+if TYPE_CHECKING:
+    from .fields import NewReference, NewSnapshot
 
 __all__ = [
     "Clock",
@@ -90,35 +93,18 @@ def pages_digest(pages: Sequence[str]) -> str:
 class DataStore(Protocol):
     """The operations the data plane uses; each is one transaction."""
 
-    def put_snapshot(
-        self,
-        *,
-        owner: str,
-        source: str,
-        pages: Sequence[str],
-        page_rows: Sequence[int] | None = None,
-        locator: dict[str, Any] | None = None,
-        version: str | None = None,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> SnapshotRecord:
-        """Store `pages` whole as a new snapshot under a new id."""
+    def put_snapshot(self, **fields: Unpack[NewSnapshot]) -> SnapshotRecord:
+        """Store `pages` whole as a new snapshot under a new id (`fields.new_snapshot`
+        checks the fields and builds the records)."""
         ...
 
     def get_snapshot(self, snapshot_id: str) -> SnapshotRecord | None: ...
 
     def get_page(self, snapshot_id: str, seq: int) -> PageRecord | None: ...
 
-    def create_reference(
-        self,
-        *,
-        owner: str,
-        snapshot_id: str,
-        kind: str,
-        meta: dict[str, Any] | None = None,
-        expires_at: datetime | None = None,
-    ) -> ReferenceRecord:
-        """A new reference under a new id to an existing snapshot."""
+    def create_reference(self, **fields: Unpack[NewReference]) -> ReferenceRecord:
+        """A new reference under a new id to an existing snapshot (`fields.new_reference`
+        checks the fields and builds the record)."""
         ...
 
     def get_reference(self, ref_id: str) -> ReferenceRecord | None: ...

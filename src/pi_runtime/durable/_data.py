@@ -7,72 +7,25 @@ expiry, stable error codes) belong to the data layer, which sees the records who
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
-from datetime import datetime
-from typing import Any
+from dataclasses import asdict
 
 from sqlalchemy import delete, select
 from sqlalchemy.exc import IntegrityError
 
-from ..data.storage import pages_digest
-from ..exceptions import UserError
+from ..data.fields import NewReference, NewSnapshot, new_reference, new_snapshot
 from . import _rows
 from . import schema as t
-from ._tx import Tx, check_id, check_json, new_id
+from ._tx import Tx, check_id, new_id
 from .errors import NotFound
 from .records import PageRecord, ReferenceRecord, SnapshotRecord
 
 
-def put_snapshot(
-    tx: Tx,
-    *,
-    owner: str,
-    source: str,
-    pages: Sequence[str],
-    page_rows: Sequence[int] | None,
-    locator: dict[str, Any] | None,
-    version: str | None,
-    meta: dict[str, Any] | None,
-    expires_at: datetime | None,
-) -> SnapshotRecord:
-    check_id("owner", owner)
-    check_id("source", source)
-    if any(not isinstance(body, str) for body in pages):
-        raise UserError("snapshot pages must be strings")
-    if page_rows is not None and len(page_rows) != len(pages):
-        raise UserError(f"page_rows has {len(page_rows)} counts for {len(pages)} pages")
-    check_json("snapshot locator", locator)
-    check_json("snapshot meta", meta)
-    snapshot_id = new_id("snap")
-    tx.conn.execute(
-        t.snapshots.insert().values(
-            id=snapshot_id,
-            owner=owner,
-            source=source,
-            locator=locator,
-            version=version,
-            digest=pages_digest(pages),
-            page_count=len(pages),
-            row_count=None if page_rows is None else sum(page_rows),
-            meta=meta,
-            created_at=tx.now,
-            expires_at=expires_at,
-        )
-    )
+def put_snapshot(tx: Tx, fields: NewSnapshot) -> SnapshotRecord:
+    snapshot, pages = new_snapshot(fields, id=new_id("snap"), created_at=tx.now)
+    tx.conn.execute(t.snapshots.insert().values(**asdict(snapshot)))
     if pages:
-        tx.conn.execute(
-            t.pages.insert(),
-            [
-                {
-                    "snapshot_id": snapshot_id,
-                    "seq": i,
-                    "body": body,
-                    "row_count": None if page_rows is None else page_rows[i],
-                }
-                for i, body in enumerate(pages)
-            ],
-        )
-    found = get_snapshot(tx, snapshot_id)
+        tx.conn.execute(t.pages.insert(), [asdict(page) for page in pages])
+    found = get_snapshot(tx, snapshot.id)
     assert found is not None
     return found
 
@@ -89,33 +42,12 @@ def get_page(tx: Tx, snapshot_id: str, seq: int) -> PageRecord | None:
     return None if row is None else _rows.page(row)
 
 
-def create_reference(
-    tx: Tx,
-    *,
-    owner: str,
-    snapshot_id: str,
-    kind: str,
-    meta: dict[str, Any] | None,
-    expires_at: datetime | None,
-) -> ReferenceRecord:
-    check_id("owner", owner)
-    check_id("reference kind", kind)
-    check_json("reference meta", meta)
-    if get_snapshot(tx, snapshot_id) is None:
-        raise NotFound(f"no snapshot {snapshot_id!r}")
-    ref_id = new_id("ref")
-    tx.conn.execute(
-        t.resource_refs.insert().values(
-            id=ref_id,
-            owner=owner,
-            snapshot_id=snapshot_id,
-            kind=kind,
-            meta=meta,
-            created_at=tx.now,
-            expires_at=expires_at,
-        )
-    )
-    found = get_reference(tx, ref_id)
+def create_reference(tx: Tx, fields: NewReference) -> ReferenceRecord:
+    reference = new_reference(fields, id=new_id("ref"), created_at=tx.now)
+    if get_snapshot(tx, reference.snapshot_id) is None:
+        raise NotFound(f"no snapshot {reference.snapshot_id!r}")
+    tx.conn.execute(t.resource_refs.insert().values(**asdict(reference)))
+    found = get_reference(tx, reference.id)
     assert found is not None
     return found
 

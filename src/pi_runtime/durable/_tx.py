@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Row, Select, select, text
 
+from ..data.fields import check_json as check_json
+from ..data.fields import check_name
 from ..exceptions import UserError
 from . import schema as t
 from .errors import NotFound
 
 S = TypeVar("S", bound=Select[Any])
 
-_MAX_ID = 200
 WORK_CHANNEL = "pi_work"  # PostgreSQL NOTIFY channel: work may be claimable
 
 
@@ -88,28 +89,14 @@ def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-def check_id(what: str, value: str) -> str:
-    """A caller-chosen id: non-empty, printable, at most 200 characters."""
-    if not isinstance(value, str) or not value or len(value) > _MAX_ID:
-        raise UserError(f"{what} must be a non-empty string of at most {_MAX_ID} characters")
-    if not value.isprintable() or value != value.strip():
-        raise UserError(f"{what} must be printable, without surrounding spaces: {value!r}")
-    return value
+check_id = check_name
+"""A caller-chosen id: the data plane's rule for names, so one rule holds for every id."""
 
 
 def check_lease(lease_s: float) -> float:
     if not lease_s > 0:
         raise UserError(f"lease_s must be positive, got {lease_s!r}")
     return float(lease_s)
-
-
-def check_json(what: str, value: Any) -> Any:
-    """`value` if it is plain JSON (no NaN or infinities, which PostgreSQL refuses)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"{what} must be plain JSON: {exc}") from exc
-    return value
 
 
 def dumps(value: Any) -> str:
