@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import Ran, pi
 from pi_runtime.testing import ScriptStep, function_call, text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,15 +113,6 @@ def write_script(directory: Path, steps: list[ScriptStep], name: str = "script.j
     shape = [step.model_dump(mode="json", exclude_defaults=True) for step in steps]
     (directory / name).write_text(json.dumps({"steps": shape}), encoding="utf-8")
     return name
-
-
-def pi(*args: str, cwd: Path, trace_dir: Path | None = None, process: bool = False) -> Ran:
-    """`pi ARGS` in `cwd`, in-process, or with `process` as the console script."""
-    env: dict[str, str | None] = {"PI_TRACE_DIR": str(trace_dir or cwd / "traces")}
-    if process:
-        done = pi_process(*args, cwd=cwd, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=cwd, env=env)
 
 
 def flat(text: str) -> str:
@@ -519,7 +510,7 @@ def test_make_demo_command_completes(tmp_path: Path) -> None:
         "examples.weather.tools:TOOLS",
         "--json",
         cwd=REPO,
-        trace_dir=tmp_path,
+        traces=tmp_path,
         process=True,  # what `make demo` runs
     )
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import PI, Ran, pi_inprocess, pi_process
+from cli_support import PI, pi
 from durable_support import *  # noqa: F403
 from mcp_support import APP
 
@@ -54,16 +54,6 @@ def stdio_table(state: Path, extra: str = "") -> str:
 
 def call(tool: str, /, **arguments: Any) -> dict[str, Any]:
     return {"tool_calls": [{"name": tool, "arguments": arguments}]}
-
-
-def pi(*args: str, tmp: Path, process: bool = False, env: dict[str, str] | None = None) -> Ran:
-    merged: dict[str, str | None] = {"PI_TRACE_DIR": str(tmp / "traces"), **(env or {})}
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=merged)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=merged)
 
 
 def test_the_example_agent_file_runs_with_its_mcp_server(tmp_path: Path) -> None:

@@ -8,12 +8,14 @@ import json
 import re
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import Ran
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403
 from pi_runtime.durable import open_store
 from pi_runtime.observe import read_trace
@@ -22,14 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "memory"
 
 
-def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
-    env = {"PI_TRACE_DIR": str(tmp / "traces"), "PI_DB": None}
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=env)
+pi = partial(cli_pi, env={"PI_DB": None})
 
 
 def trace_of(ran: Ran) -> list[dict[str, Any]]:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
@@ -59,13 +60,7 @@ TRADING = [place_order]
 HALTING = [place_order, halt_trading]
 
 
-def pi(*args: str, cwd: Path = REPO, tmp: Path, process: bool = False) -> Ran:
-    """`pi ARGS` in-process, or with `process` as the console script in a process of its own."""
-    env: dict[str, str | None] = {"PI_TRACE_DIR": str(tmp / "traces")}
-    if process:
-        done = pi_process(*args, cwd=cwd, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=cwd, env=env)
+pi = partial(cli_pi, cwd=REPO)
 
 
 def show(db_url: str, session_id: str, tmp: Path) -> dict[str, Any]:
