@@ -120,23 +120,33 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def run_script(
-    workdir: Path, steps: list[ScriptStep], *extra: str, process: bool = False
-) -> tuple[Ran, dict[str, Any]]:
-    """`pi run --json` on a script; checks stdout is exactly one contract JSON object."""
+def run_steps(
+    workdir: Path,
+    steps: list[ScriptStep],
+    *extra: str,
+    tools: str = "mytools:TOOLS",
+    process: bool = False,
+) -> Ran:
+    """`pi run PROMPT` on a script of `steps`, with the tools of `tools` and `extra` flags."""
     script = write_script(workdir, steps)
-    proc = pi(
+    return pi(
         "run",
         PROMPT,
         "--model",
         f"scripted:{script}",
         "--tools",
-        "mytools:TOOLS",
-        "--json",
+        tools,
         *extra,
         cwd=workdir,
         process=process,
     )
+
+
+def run_script(
+    workdir: Path, steps: list[ScriptStep], *extra: str, process: bool = False
+) -> tuple[Ran, dict[str, Any]]:
+    """`pi run --json` on a script; checks stdout is exactly one contract JSON object."""
+    proc = run_steps(workdir, steps, "--json", *extra, process=process)
     assert "Traceback" not in proc.stderr, proc.stderr
     data = json.loads(proc.stdout)  # raises on anything besides one JSON value
     assert isinstance(data, dict), proc.stdout
@@ -219,33 +229,19 @@ def test_tool_choice_applies_to_the_first_model_call_only(workdir: Path) -> None
 
 
 def test_tools_attr_may_hold_a_single_tool(workdir: Path) -> None:
-    script = write_script(workdir, COMPLETED_SCRIPT)
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:ECHO",
-        "--json",
-        cwd=workdir,
-    )
+    proc = run_steps(workdir, COMPLETED_SCRIPT, "--json", tools="mytools:ECHO")
 
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "completed"
 
 
 def test_json_stdout_stays_one_object_when_a_tool_prints(workdir: Path) -> None:
-    script = write_script(workdir, [function_call("shout", {"text": "hello"}), text("said hello")])
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:CHATTY",
+    steps = [function_call("shout", {"text": "hello"}), text("said hello")]
+    proc = run_steps(
+        workdir,
+        steps,
         "--json",
-        cwd=workdir,
+        tools="mytools:CHATTY",
         process=True,  # a tool's print must not reach file descriptor 1 either
     )
 
@@ -412,10 +408,7 @@ def test_bad_usage_exits_2_with_message_on_stderr_only(workdir: Path, case: str)
 
 
 def test_without_json_progress_goes_to_stderr_and_the_answer_to_stdout(workdir: Path) -> None:
-    script = write_script(workdir, COMPLETED_SCRIPT)
-    proc = pi(
-        "run", PROMPT, "--model", f"scripted:{script}", "--tools", "mytools:TOOLS", cwd=workdir
-    )
+    proc = run_steps(workdir, COMPLETED_SCRIPT)
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "done: hi\n"
@@ -431,18 +424,7 @@ def test_without_json_progress_goes_to_stderr_and_the_answer_to_stdout(workdir: 
 
 
 def test_without_json_a_stopped_run_prints_no_answer_and_exits_1(workdir: Path) -> None:
-    script = write_script(workdir, GUARD_CASES["max_steps"][0])
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:TOOLS",
-        "--max-steps",
-        "2",
-        cwd=workdir,
-    )
+    proc = run_steps(workdir, GUARD_CASES["max_steps"][0], "--max-steps", "2")
 
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
