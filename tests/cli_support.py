@@ -96,6 +96,7 @@ def pi(
     env: Mapping[str, str | None] | None = None,
     log: str | None = None,
     process: bool = False,
+    expect: int | None = None,
 ) -> Ran:
     """`pi ARGS` in-process, or with `process` as the console script in a subprocess.
 
@@ -103,6 +104,7 @@ def pi(
     imports from that by accident). Traces go to `traces`, by default TMP/traces (CWD/traces
     without `tmp`). `env` lies over the environment, and `log` names a variable set to
     TMP/executions.log, where tools in any process note what they ran (see `executions`).
+    With `expect`, an exit code other than that fails the test, showing stderr.
     """
     if cwd is None:
         if tmp is None:
@@ -116,8 +118,11 @@ def pi(
     merged.update(env or {})
     if process:
         done = pi_process(*args, cwd=cwd, env=merged)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=cwd, env=merged)
+        ran = Ran(done.returncode, done.stdout, done.stderr)
+    else:
+        ran = pi_inprocess(*args, cwd=cwd, env=merged)
+    assert expect is None or ran.returncode == expect, ran.stderr
+    return ran
 
 
 def executions(tmp: Path) -> list[str]:

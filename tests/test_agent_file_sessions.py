@@ -82,9 +82,8 @@ def test_a_continuation_keeps_the_agent_files_allow_list(db_url: str, tmp_path: 
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s1", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr  # awaiting the background lookup
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     view = session_view(db_url, "s1", tmp_path)
     assert view["status"] == "completed"
     refused = [m for m in view["messages"] if m["role"] == "tool" and m["name"] == "delete_all"]
@@ -101,9 +100,8 @@ def test_identical_background_calls_stop_on_a_guard_across_continuations(
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s2", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     view = session_view(db_url, "s2", tmp_path)
     assert view["status"] == "stopped"
     last = view["runs"][-1]

@@ -220,10 +220,8 @@ def test_a_workers_continuation_keeps_the_output_guardrail(db_url: str, tmp_path
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr  # awaiting the background lookup
 
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     assert executions(tmp_path) == ["lookup db"]
     view = json.loads(pi("session", "show", "s2", "--db", db_url, "--json", tmp=tmp_path).stdout)
     last = view["runs"][-1]

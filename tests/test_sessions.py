@@ -144,8 +144,7 @@ def test_background_tool_awaits_then_a_worker_delivers_and_the_session_completes
     assert call_id not in {m.get("tool_call_id") for m in view["messages"]}
 
     # the worker in a process of its own, as deployed
-    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path, process=True)
-    assert worked.returncode == 0, worked.stderr
+    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path, process=True, expect=0)
     stats = json.loads(worked.stdout)
     assert (stats["jobs"], stats["deliveries"], stats["runs"]) == (
         {"succeeded": 1}, {"delivered": 1}, {"completed": 1},
