@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess
+from cli_support import pi
 from pi_runtime import Agent, UserError
 from pi_runtime.loop.agentfile import read_agent_file
 from pi_runtime.loop.definition import AgentDefinition
@@ -78,10 +78,6 @@ instructions = "You answer weather questions."
 [limits]
 max_steps = 5
 """
-
-
-def pi(*args: str, cwd: Path, tmp: Path) -> Ran:
-    return pi_inprocess(*args, cwd=cwd, env={"PI_TRACE_DIR": str(tmp / "traces")})
 
 
 def test_agent_file_defines_model_tools_allow_instructions_and_limits(tmp_path: Path) -> None:

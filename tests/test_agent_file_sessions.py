@@ -7,11 +7,12 @@ The tools record each execution in a file, since they run in the worker's proces
 from __future__ import annotations
 
 import json
-import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import agent_folder, executions
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403
 
 TOOLS = '''\
@@ -60,35 +61,8 @@ def lookup(key: str = "k1") -> dict[str, Any]:
     return {"tool_calls": [{"name": "lookup", "arguments": {"key": key}}]}
 
 
-def agent_folder(tmp: Path, steps: list[dict[str, Any]]) -> Path:
-    module = f"sessiontools_{uuid.uuid4().hex[:8]}"
-    folder = tmp / "agent"
-    folder.mkdir()
-    (folder / f"{module}.py").write_text(TOOLS, encoding="utf-8")
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    path = folder / "agent.toml"
-    path.write_text(AGENT.format(module=module), encoding="utf-8")
-    return path
-
-
-def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
-    """`pi ARGS` in-process, or with `process` in a process of its own (the worker)."""
-    env: dict[str, str | None] = {
-        "PI_TRACE_DIR": str(tmp / "traces"),
-        "AGENT_TOOLS_LOG": str(tmp / "executions.log"),
-    }
-    # a working folder of its own: nothing imports from the agent's folder by accident
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=env)
-
-
-def executions(tmp: Path) -> list[str]:
-    log = tmp / "executions.log"
-    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+# the tools log their runs to a file, as they run in the worker's process too
+pi = partial(cli_pi, log="AGENT_TOOLS_LOG")
 
 
 def session_view(db: str, session: str, tmp: Path) -> dict[str, Any]:
@@ -104,13 +78,12 @@ def test_a_continuation_keeps_the_agent_files_allow_list(db_url: str, tmp_path: 
         {"tool_calls": [{"name": "delete_all", "arguments": {}}]},
         {"text": "done"},
     ]
-    agent = agent_folder(tmp_path, steps)
+    agent = agent_folder(tmp_path, "sessiontools", TOOLS, steps, AGENT)
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s1", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr  # awaiting the background lookup
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     view = session_view(db_url, "s1", tmp_path)
     assert view["status"] == "completed"
     refused = [m for m in view["messages"] if m["role"] == "tool" and m["name"] == "delete_all"]
@@ -122,13 +95,13 @@ def test_a_continuation_keeps_the_agent_files_allow_list(db_url: str, tmp_path: 
 def test_identical_background_calls_stop_on_a_guard_across_continuations(
     db_url: str, tmp_path: Path
 ) -> None:
-    agent = agent_folder(tmp_path, [lookup() for _ in range(8)] + [{"text": "done"}])
+    steps = [lookup() for _ in range(8)] + [{"text": "done"}]
+    agent = agent_folder(tmp_path, "sessiontools", TOOLS, steps, AGENT)
     ran = pi("run", "look k1 up", "--agent", str(agent), "--session", "s2", "--db", db_url,
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     view = session_view(db_url, "s2", tmp_path)
     assert view["status"] == "stopped"
     last = view["runs"][-1]

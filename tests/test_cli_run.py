@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import Ran, pi
 from pi_runtime.testing import ScriptStep, function_call, text
 
 REPO = Path(__file__).resolve().parents[1]
@@ -115,37 +115,38 @@ def write_script(directory: Path, steps: list[ScriptStep], name: str = "script.j
     return name
 
 
-def pi(*args: str, cwd: Path, trace_dir: Path | None = None, process: bool = False) -> Ran:
-    """`pi ARGS` in `cwd`, in-process, or with `process` as the console script."""
-    env: dict[str, str | None] = {"PI_TRACE_DIR": str(trace_dir or cwd / "traces")}
-    if process:
-        done = pi_process(*args, cwd=cwd, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=cwd, env=env)
-
-
 def flat(text: str) -> str:
     """Whitespace-normalised text, so line wrapping never decides a test."""
     return " ".join(text.split())
+
+
+def run_steps(
+    workdir: Path,
+    steps: list[ScriptStep],
+    *extra: str,
+    tools: str = "mytools:TOOLS",
+    process: bool = False,
+) -> Ran:
+    """`pi run PROMPT` on a script of `steps`, with the tools of `tools` and `extra` flags."""
+    script = write_script(workdir, steps)
+    return pi(
+        "run",
+        PROMPT,
+        "--model",
+        f"scripted:{script}",
+        "--tools",
+        tools,
+        *extra,
+        cwd=workdir,
+        process=process,
+    )
 
 
 def run_script(
     workdir: Path, steps: list[ScriptStep], *extra: str, process: bool = False
 ) -> tuple[Ran, dict[str, Any]]:
     """`pi run --json` on a script; checks stdout is exactly one contract JSON object."""
-    script = write_script(workdir, steps)
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:TOOLS",
-        "--json",
-        *extra,
-        cwd=workdir,
-        process=process,
-    )
+    proc = run_steps(workdir, steps, "--json", *extra, process=process)
     assert "Traceback" not in proc.stderr, proc.stderr
     data = json.loads(proc.stdout)  # raises on anything besides one JSON value
     assert isinstance(data, dict), proc.stdout
@@ -228,33 +229,19 @@ def test_tool_choice_applies_to_the_first_model_call_only(workdir: Path) -> None
 
 
 def test_tools_attr_may_hold_a_single_tool(workdir: Path) -> None:
-    script = write_script(workdir, COMPLETED_SCRIPT)
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:ECHO",
-        "--json",
-        cwd=workdir,
-    )
+    proc = run_steps(workdir, COMPLETED_SCRIPT, "--json", tools="mytools:ECHO")
 
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["status"] == "completed"
 
 
 def test_json_stdout_stays_one_object_when_a_tool_prints(workdir: Path) -> None:
-    script = write_script(workdir, [function_call("shout", {"text": "hello"}), text("said hello")])
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:CHATTY",
+    steps = [function_call("shout", {"text": "hello"}), text("said hello")]
+    proc = run_steps(
+        workdir,
+        steps,
         "--json",
-        cwd=workdir,
+        tools="mytools:CHATTY",
         process=True,  # a tool's print must not reach file descriptor 1 either
     )
 
@@ -421,10 +408,7 @@ def test_bad_usage_exits_2_with_message_on_stderr_only(workdir: Path, case: str)
 
 
 def test_without_json_progress_goes_to_stderr_and_the_answer_to_stdout(workdir: Path) -> None:
-    script = write_script(workdir, COMPLETED_SCRIPT)
-    proc = pi(
-        "run", PROMPT, "--model", f"scripted:{script}", "--tools", "mytools:TOOLS", cwd=workdir
-    )
+    proc = run_steps(workdir, COMPLETED_SCRIPT)
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "done: hi\n"
@@ -440,18 +424,7 @@ def test_without_json_progress_goes_to_stderr_and_the_answer_to_stdout(workdir: 
 
 
 def test_without_json_a_stopped_run_prints_no_answer_and_exits_1(workdir: Path) -> None:
-    script = write_script(workdir, GUARD_CASES["max_steps"][0])
-    proc = pi(
-        "run",
-        PROMPT,
-        "--model",
-        f"scripted:{script}",
-        "--tools",
-        "mytools:TOOLS",
-        "--max-steps",
-        "2",
-        cwd=workdir,
-    )
+    proc = run_steps(workdir, GUARD_CASES["max_steps"][0], "--max-steps", "2")
 
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""
@@ -519,7 +492,7 @@ def test_make_demo_command_completes(tmp_path: Path) -> None:
         "examples.weather.tools:TOOLS",
         "--json",
         cwd=REPO,
-        trace_dir=tmp_path,
+        traces=tmp_path,
         process=True,  # what `make demo` runs
     )
 

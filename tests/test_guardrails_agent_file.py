@@ -7,13 +7,14 @@ result — runs with the same checks, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
-import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import agent_folder, executions
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403
 from pi_runtime import Agent, Guardrails
 from pi_runtime.loop.definition import AgentDefinition
@@ -69,7 +70,7 @@ escalate = "{module}:escalate"
 [guardrails]
 input = ["{module}:no_passwords"]
 output = ["{module}:no_internal_hosts"]
-tools = {{run_sql = ["pi_runtime.guardrails:sql_select_only"]}}
+tools = {run_sql = ["pi_runtime.guardrails:sql_select_only"]}
 """
 
 
@@ -78,32 +79,10 @@ def sql(query: str) -> dict[str, Any]:
 
 
 def agent_file(tmp: Path, steps: list[dict[str, Any]], text: str = AGENT) -> Path:
-    module = f"guards_{uuid.uuid4().hex[:8]}"
-    folder = tmp / "agent"
-    folder.mkdir(exist_ok=True)
-    (folder / f"{module}.py").write_text(MODULE, encoding="utf-8")
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    path = folder / "agent.toml"
-    path.write_text(text.format(module=module), encoding="utf-8")
-    return path
+    return agent_folder(tmp, "guards", MODULE, steps, text)
 
 
-def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
-    env: dict[str, str | None] = {
-        "PI_TRACE_DIR": str(tmp / "traces"),
-        "AGENT_TOOLS_LOG": str(tmp / "executions.log"),
-    }
-    work = tmp / "work"  # not the agent's folder: nothing imports from it by accident
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=env)
-
-
-def executions(tmp: Path) -> list[str]:
-    log = tmp / "executions.log"
-    return log.read_text(encoding="utf-8").splitlines() if log.exists() else []
+pi = partial(cli_pi, log="AGENT_TOOLS_LOG")
 
 
 # --- pi run --agent, in a process of its own ------------------------------------------------
@@ -159,7 +138,7 @@ def test_an_agent_files_sql_whitelist_refuses_a_write_and_lets_the_select_run(
         ('[guardrails]\ninput = "{module}:no_passwords"\n', "must be a list of MODULE:ATTR"),
         ('[guardrails]\noutput = ["no_colon"]\n', "expected MODULE:ATTR"),
         ('[guardrails]\ninput = ["{module}:LOG"]\n', "expected a callable, got PosixPath"),
-        ('[guardrails]\ntools = {{nope = ["{module}:no_passwords"]}}\n', "not have: nope"),
+        ('[guardrails]\ntools = {nope = ["{module}:no_passwords"]}\n', "not have: nope"),
         ('[guardrails]\nbefore = ["{module}:no_passwords"]\n', "guardrails.before: unknown key"),
         ('escalate = "nowhere_{module}:hook"\n', "cannot import"),
     ],
@@ -241,10 +220,8 @@ def test_a_workers_continuation_keeps_the_output_guardrail(db_url: str, tmp_path
              "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr  # awaiting the background lookup
 
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
     assert executions(tmp_path) == ["lookup db"]
     view = json.loads(pi("session", "show", "s2", "--db", db_url, "--json", tmp=tmp_path).stdout)
     last = view["runs"][-1]

@@ -8,12 +8,14 @@ import json
 import re
 import shutil
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import Ran
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403
 from pi_runtime.durable import open_store
 from pi_runtime.observe import read_trace
@@ -22,14 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 EXAMPLE = REPO / "examples" / "memory"
 
 
-def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
-    env = {"PI_TRACE_DIR": str(tmp / "traces"), "PI_DB": None}
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=env)
+pi = partial(cli_pi, env={"PI_DB": None})
 
 
 def trace_of(ran: Ran) -> list[dict[str, Any]]:
@@ -137,8 +132,7 @@ def test_a_worker_continuation_reads_the_sessions_memory(db_url: str, tmp_path: 
     ran = pi("run", "look k up", "--agent", str(folder / "agent.toml"), "--session", "bg",
              "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path)
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path, expect=0)
     shown = pi("session", "show", "bg", "--db", db_url, "--json", tmp=tmp_path)
     view = json.loads(shown.stdout)
     assert view["status"] == "completed", view

@@ -28,7 +28,7 @@ import pytest
 from openai._models import construct_type
 from openai.types.chat import ChatCompletionChunk
 
-from pi_runtime import Agent, Limits, ModelError, UserError, tool
+from pi_runtime import Agent, Limits, ModelError, RunResult, ToolSpec, UserError, tool
 from pi_runtime.messages import (
     AssistantMessage,
     TextBlock,
@@ -562,17 +562,22 @@ def test_a_streamed_answer_arrives_in_pieces_and_ends_in_one_response(server_url
     assert 0 < response.usage.output_tokens <= 16
 
 
-@pytest.mark.slow
-def test_a_named_tool_choice_streams_a_schema_valid_call(server_url: str) -> None:
-    events = stream_all(
+def stream_the_weather_call(server_url: str, max_tokens: int) -> list[Any]:
+    """The events of one streamed request for Beijing's weather that must call get_weather."""
+    return stream_all(
         server_model(server_url),
         request(
             UserMessage(content="北京今天天气怎么样？"),
             tools=(WEATHER,),
             tool_choice="get_weather",
-            settings=ModelSettings(max_tokens=64, temperature=0),
+            settings=ModelSettings(max_tokens=max_tokens, temperature=0),
         ),
     )
+
+
+@pytest.mark.slow
+def test_a_named_tool_choice_streams_a_schema_valid_call(server_url: str) -> None:
+    events = stream_the_weather_call(server_url, 64)
 
     deltas = [e for e in events if isinstance(e, ToolCallDelta)]
     assert deltas[0].name == "get_weather" and deltas[0].id
@@ -589,21 +594,28 @@ def test_a_named_tool_choice_streams_a_schema_valid_call(server_url: str) -> Non
 def test_a_call_cut_at_max_tokens_is_truncated_although_the_server_says_tool_calls(
     server_url: str,
 ) -> None:
-    events = stream_all(
-        server_model(server_url),
-        request(
-            UserMessage(content="北京今天天气怎么样？"),
-            tools=(WEATHER,),
-            tool_choice="get_weather",
-            settings=ModelSettings(max_tokens=5, temperature=0),
-        ),
-    )
+    events = stream_the_weather_call(server_url, 5)
 
     response = events[-1].response
     (cut,) = response.tool_calls
     assert response.raw["choices"][0]["finish_reason"] == "tool_calls"  # the server's claim
     assert cut.truncated and cut.arguments is None
     assert response.finish_reason == "length"
+
+
+def ask_the_weather(
+    server_url: str, get_weather: ToolSpec, max_tokens: int, tmp_path: Path
+) -> RunResult:
+    """Beijing's weather from the server's model, made to call `get_weather` first, in at
+    most two model calls of `max_tokens` each."""
+    agent = Agent(
+        server_model(server_url),
+        tools=[get_weather],
+        settings=ModelSettings(max_tokens=max_tokens, temperature=0),
+        trace_dir=tmp_path,
+        limits=Limits(max_steps=2),
+    )
+    return agent.run_sync("北京今天天气怎么样？", next_tool_choice="get_weather")
 
 
 @pytest.mark.slow
@@ -618,14 +630,7 @@ def test_the_gate_refuses_a_call_cut_off_by_the_output_limit(
         ran.append(city)
         return "晴"
 
-    agent = Agent(
-        server_model(server_url),
-        tools=[get_weather],
-        settings=ModelSettings(max_tokens=5, temperature=0),
-        trace_dir=tmp_path,
-        limits=Limits(max_steps=2),
-    )
-    result = agent.run_sync("北京今天天气怎么样？", next_tool_choice="get_weather")
+    result = ask_the_weather(server_url, get_weather, 5, tmp_path)
 
     assert ran == []
     first_result = next(m for m in result.messages if isinstance(m, ToolResultMessage))
@@ -651,14 +656,7 @@ def test_an_agent_run_over_http_calls_the_tool_and_records_usage(
         cities.append(city)
         return {"city": city, "sky": "晴"}
 
-    agent = Agent(
-        server_model(server_url),
-        tools=[get_weather],
-        settings=ModelSettings(max_tokens=48, temperature=0),
-        trace_dir=tmp_path,
-        limits=Limits(max_steps=2),
-    )
-    result = agent.run_sync("北京今天天气怎么样？", next_tool_choice="get_weather")
+    result = ask_the_weather(server_url, get_weather, 48, tmp_path)
 
     assert len(cities) == 1 and cities[0]
     answers = [m for m in result.messages if isinstance(m, AssistantMessage)]

@@ -5,13 +5,14 @@ waits for a background job finished by a worker in another process."""
 from __future__ import annotations
 
 import json
-import uuid
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import agent_folder as cli_agent_folder
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403
 from pi_runtime.testing import function_call, plan_answer, reflection_answer, text
 
@@ -47,30 +48,11 @@ TOOLS = [lookup, slow_lookup]
 
 
 def agent_folder(tmp: Path, steps: list[Any], extra: str = "") -> Path:
-    module = f"plantools_{uuid.uuid4().hex[:8]}"
-    folder = tmp / "agent"
-    folder.mkdir()
-    (folder / f"{module}.py").write_text(TOOLS, encoding="utf-8")
-    dumped = [s.model_dump(exclude_defaults=True) for s in steps]
-    (folder / "script.json").write_text(json.dumps({"steps": dumped}), encoding="utf-8")
-    path = folder / "agent.toml"
-    path.write_text(
-        f'model = "scripted:script.json"\ntools = ["{module}:TOOLS"]\n{extra}', encoding="utf-8"
-    )
-    return path
+    agent = 'model = "scripted:script.json"\ntools = ["{module}:TOOLS"]\n'
+    return cli_agent_folder(tmp, "plantools", TOOLS, steps, agent + extra)
 
 
-def pi(*args: str, tmp: Path, process: bool = False) -> Ran:
-    env: dict[str, str | None] = {
-        "PI_TRACE_DIR": str(tmp / "traces"),
-        "PLAN_TOOLS_LOG": str(tmp / "executions.log"),
-    }
-    work = tmp / "work"
-    work.mkdir(exist_ok=True)
-    if process:
-        done = pi_process(*args, cwd=work, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=work, env=env)
+pi = partial(cli_pi, log="PLAN_TOOLS_LOG")
 
 
 ONE_STEP = [
@@ -197,9 +179,8 @@ def test_a_plan_step_waiting_for_a_job_is_continued_by_a_worker(
     assert ran.returncode == 3, ran.stderr  # the step's call became a job
     first = json.loads(ran.stdout)
     assert (first["status"], first["stop_reason"]) == ("awaiting", "awaiting_tool")
-    worked = pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
-                process=True)  # fmt: skip
-    assert worked.returncode == 0, worked.stderr
+    pi("worker", "--once", "--db", db_url, "--poll", "0.05", tmp=tmp_path,
+       process=True, expect=0)  # fmt: skip
 
     shown = pi("session", "show", "p1", "--db", db_url, "--json", tmp=tmp_path)
     view = json.loads(shown.stdout)

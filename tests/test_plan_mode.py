@@ -78,6 +78,14 @@ def delete_all() -> str:
 
 PROMPT = "Will it rain in Chengdu? If so, remind me of an umbrella."
 TWO_STEPS = plan_answer(("weather in Chengdu", ["lookup"]), ("umbrella reminder", ["remind"]))
+# an executor's work: rain found; the reminder set and judged done; a one-step plan done
+RAIN = [function_call("lookup", {"city": "Chengdu"}), text("Rain.")]
+REMINDED = [
+    function_call("remind", {"text": "umbrella"}),
+    text("Set."),
+    reflection_answer(True, "ok"),
+]
+WEATHER = [plan_answer(("weather", ["lookup"])), *RAIN, reflection_answer(True, "ok")]
 
 
 @pytest.fixture(autouse=True)
@@ -93,6 +101,14 @@ def plan_agent(
     options.setdefault("allow", ["lookup", "remind"])
     options.setdefault("mode", "plan")
     return Agent(model, trace_dir=tmp_path, **options), model
+
+
+def run_plan(
+    steps: list[ScriptStep], tmp_path: Path, prompt: str = PROMPT, **options: Any
+) -> tuple[RunResult, ScriptedModel]:
+    """`plan_agent(steps, tmp_path, **options)` run once on `prompt`: its result and model."""
+    agent, model = plan_agent(steps, tmp_path, **options)
+    return agent.run_sync(prompt), model
 
 
 def kinds(result: RunResult, *wanted: str) -> list[str]:
@@ -131,9 +147,7 @@ REPLANNED = [
 
 
 def test_a_failed_step_is_replanned_and_the_run_answers(tmp_path: Path) -> None:
-    agent, model = plan_agent(REPLANNED, tmp_path)
-
-    result = agent.run_sync(PROMPT)
+    result, model = run_plan(REPLANNED, tmp_path)
 
     model.assert_complete()
     assert result.status == "completed" and result.stop_reason == "final_answer"
@@ -184,9 +198,7 @@ def test_a_failed_step_is_replanned_and_the_run_answers(tmp_path: Path) -> None:
 
 
 def test_the_plan_phases_write_runtime_turns_that_never_start_a_request(tmp_path: Path) -> None:
-    agent, _ = plan_agent(REPLANNED, tmp_path)
-
-    result = agent.run_sync(PROMPT)
+    result, _ = run_plan(REPLANNED, tmp_path)
 
     users = [m for m in result.messages if isinstance(m, UserMessage)]
     assert [m for m in users if m.is_request] == [UserMessage(content=PROMPT)]
@@ -199,7 +211,7 @@ def test_the_plan_phases_write_runtime_turns_that_never_start_a_request(tmp_path
 
 
 def test_each_step_offers_and_allows_only_its_own_tools(tmp_path: Path) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             plan_answer(("weather", ["lookup"])),
             function_call("remind", {"text": "not this step's tool"}),
@@ -209,8 +221,6 @@ def test_each_step_offers_and_allows_only_its_own_tools(tmp_path: Path) -> None:
         ],
         tmp_path,
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok
     assert CALLED == []  # remind was not this step's: refused, never run
@@ -223,20 +233,15 @@ def test_each_step_offers_and_allows_only_its_own_tools(tmp_path: Path) -> None:
 
 
 def test_an_invalid_plan_is_sent_back_for_repair_then_used(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             text("First I will look up the weather, then remind you."),
             plan_answer(("weather", ["lookup", "delete_all"])),  # a tool the agent may not use
-            plan_answer(("weather", ["lookup"])),
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
-            reflection_answer(True, "ok"),
+            *WEATHER,
             text("Rain in Chengdu."),
         ],
         tmp_path,
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and result.output == "Rain in Chengdu."
     checks = [e for e in result.events if e.kind == "contract_check" and e.contract == "plan"]
@@ -253,7 +258,7 @@ def test_an_invalid_plan_is_sent_back_for_repair_then_used(tmp_path: Path) -> No
 def test_a_plan_missing_its_contract_after_repairs_falls_back_to_one_step_with_every_tool(
     tmp_path: Path,
 ) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             text("no plan"),
             text("{not json"),
@@ -267,8 +272,6 @@ def test_a_plan_missing_its_contract_after_repairs_falls_back_to_one_step_with_e
         tmp_path,
     )
 
-    result = agent.run_sync(PROMPT)
-
     model.assert_complete()
     assert result.ok and result.output == "Rain in Chengdu; reminder set."
     (plan,) = of(result, PlanCreated)
@@ -279,11 +282,10 @@ def test_a_plan_missing_its_contract_after_repairs_falls_back_to_one_step_with_e
 
 
 def test_an_unreadable_reflection_counts_a_reported_step_as_done(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             plan_answer(("weather", ["lookup"])),
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
+            *RAIN,
             text("looks good"),
             text("yes"),
             text('{"done": "yes"}'),
@@ -291,8 +293,6 @@ def test_an_unreadable_reflection_counts_a_reported_step_as_done(tmp_path: Path)
         ],
         tmp_path,
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok
     (finished,) = of(result, PlanStepFinished)
@@ -306,13 +306,11 @@ def test_replans_exhausted_stop_the_run_well_formed(tmp_path: Path) -> None:
         text("lookup failed."),
         reflection_answer(False, "still the wrong city", replan=True),
     ]
-    agent, model = plan_agent(
+    result, model = run_plan(
         [TWO_STEPS, *failing, TWO_STEPS, *failing],
         tmp_path,
         max_replans=1,
     )
-
-    result = agent.run_sync(PROMPT)
 
     model.assert_complete()
     assert (result.status, result.stop_reason, result.output) == ("stopped", "max_steps", None)
@@ -327,7 +325,7 @@ def test_replans_exhausted_stop_the_run_well_formed(tmp_path: Path) -> None:
 
 
 def test_no_replans_allowed_stops_at_the_first_failed_step(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             TWO_STEPS,
             function_call("lookup", {"city": "chengdu"}),
@@ -338,18 +336,15 @@ def test_no_replans_allowed_stops_at_the_first_failed_step(tmp_path: Path) -> No
         max_replans=0,
     )
 
-    result = agent.run_sync(PROMPT)
-
     assert result.stop_reason == "max_steps" and of(result, Replanned) == []
     assert of(result, GuardTriggered)[0].guard == "max_replans"
 
 
 def test_a_done_step_whose_result_changes_the_plan_is_replanned(tmp_path: Path) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             TWO_STEPS,
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
+            *RAIN,
             reflection_answer(True, "rain: the reminder needs a time", replan=True),
             plan_answer(("umbrella reminder for 8am", ["remind"])),
             function_call("remind", {"text": "umbrella at 8am"}),
@@ -360,8 +355,6 @@ def test_a_done_step_whose_result_changes_the_plan_is_replanned(tmp_path: Path) 
         tmp_path,
     )
 
-    result = agent.run_sync(PROMPT)
-
     model.assert_complete()
     assert result.ok
     assert [e.number for e in of(result, PlanStepStarted)] == [1, 1]
@@ -371,22 +364,18 @@ def test_a_done_step_whose_result_changes_the_plan_is_replanned(tmp_path: Path) 
 
 
 def test_a_step_out_of_model_calls_is_judged_and_the_run_goes_on(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             TWO_STEPS,
             function_call("lookup", {"city": "chengdu"}),
             function_call("lookup", {"city": "Chengdu"}),
             reflection_answer(True, "the second lookup worked"),
-            function_call("remind", {"text": "umbrella"}),
-            text("Set."),
-            reflection_answer(True, "ok"),
+            *REMINDED,
             text("Rain; reminder set."),
         ],
         tmp_path,
         step_max_steps=2,
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and result.output == "Rain; reminder set."
     first = of(result, PlanStepFinished)[0]
@@ -398,18 +387,15 @@ def test_a_step_out_of_model_calls_is_judged_and_the_run_goes_on(tmp_path: Path)
 
 
 def test_a_guard_stop_mid_plan_ends_the_whole_run(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             TWO_STEPS,
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
+            *RAIN,
             reflection_answer(True, "never asked for"),
         ],
         tmp_path,
         limits=Limits(max_steps=3),
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert (result.status, result.stop_reason) == ("stopped", "max_steps")
     assert result.steps == 3 and result.output is None
@@ -422,7 +408,7 @@ def test_a_guard_stop_mid_plan_ends_the_whole_run(tmp_path: Path) -> None:
 
 def test_the_token_budget_counts_every_phase(tmp_path: Path) -> None:
     spend = {"usage": {"input_tokens": 400, "output_tokens": 100}}
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             plan_answer(("weather", ["lookup"]), **spend),
             function_call("lookup", {"city": "Chengdu"}, **spend),
@@ -433,14 +419,12 @@ def test_the_token_budget_counts_every_phase(tmp_path: Path) -> None:
         limits=Limits(token_budget=1200),
     )
 
-    result = agent.run_sync(PROMPT)
-
     assert result.stop_reason == "token_budget"
     assert result.usage.input_tokens == 1200 and result.steps == 3
 
 
 def test_the_wall_clock_stops_a_plan_mid_step(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             plan_answer(("weather", ["lookup"])),
             function_call("lookup", {"city": "Chengdu"}, delay_ms=5000),
@@ -448,8 +432,6 @@ def test_the_wall_clock_stops_a_plan_mid_step(tmp_path: Path) -> None:
         tmp_path,
         limits=Limits(wall_clock_s=0.3),
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert (result.status, result.stop_reason) == ("stopped", "wall_clock")
     assert result.trace is not None
@@ -463,19 +445,14 @@ def test_a_plan_mode_output_contract_checks_the_composed_answer(tmp_path: Path) 
         city: str
         rain: bool
 
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
-            plan_answer(("weather", ["lookup"])),
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
-            reflection_answer(True, "ok"),
+            *WEATHER,
             text('{"city": "Chengdu", "rain": true}'),
         ],
         tmp_path,
         output=Forecast,
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and result.output == {"city": "Chengdu", "rain": True}
     contracts = [e.contract for e in result.events if e.kind == "contract_check"]
@@ -515,7 +492,7 @@ def test_a_continuation_of_a_plan_mode_agent_goes_on_as_react(tmp_path: Path) ->
 
 
 def test_react_stays_the_default_and_composes_nothing(tmp_path: Path) -> None:
-    model = ScriptedModel([function_call("lookup", {"city": "Chengdu"}), text("Rain.")])
+    model = ScriptedModel([*RAIN])
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
     result = agent.run_sync(PROMPT)
@@ -545,13 +522,12 @@ def test_a_bad_mode_or_plan_limit_is_refused_before_any_run(
 
 
 def test_the_router_choosing_direct_answers_without_tools(tmp_path: Path) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [route_answer("direct", 0.95), text("Hello! Ask me about the weather.")],
         tmp_path,
         mode="auto",
+        prompt="hi",
     )
-
-    result = agent.run_sync("hi")
 
     assert result.ok and result.output == "Hello! Ask me about the weather."
     assert of(result, RouteChosen) == [RouteChosen(mode="direct", confidence=0.95)]
@@ -561,13 +537,11 @@ def test_the_router_choosing_direct_answers_without_tools(tmp_path: Path) -> Non
 
 
 def test_the_router_choosing_react_runs_the_plain_loop(tmp_path: Path) -> None:
-    agent, model = plan_agent(
-        [route_answer("react"), function_call("lookup", {"city": "Chengdu"}), text("Rain.")],
+    result, model = run_plan(
+        [route_answer("react"), *RAIN],
         tmp_path,
         mode="auto",
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and CALLED == [("lookup", {"city": "Chengdu"})]
     assert prompts(result) == ["router", "system", "system"]
@@ -576,20 +550,15 @@ def test_the_router_choosing_react_runs_the_plain_loop(tmp_path: Path) -> None:
 
 
 def test_the_router_choosing_plan_plans(tmp_path: Path) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             route_answer("plan", 0.7),
-            plan_answer(("weather", ["lookup"])),
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
-            reflection_answer(True, "ok"),
+            *WEATHER,
             text("Rain in Chengdu."),
         ],
         tmp_path,
         mode="auto",
     )
-
-    result = agent.run_sync(PROMPT)
 
     model.assert_complete()
     assert result.ok
@@ -599,7 +568,7 @@ def test_the_router_choosing_plan_plans(tmp_path: Path) -> None:
 
 
 def test_an_unreadable_route_falls_back_to_react(tmp_path: Path) -> None:
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         [
             text("plan, I think"),
             text('{"mode": "maybe", "confidence": 2}'),
@@ -609,8 +578,6 @@ def test_an_unreadable_route_falls_back_to_react(tmp_path: Path) -> None:
         tmp_path,
         mode="auto",
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and result.output == "It may rain."
     assert of(result, RouteChosen) == [RouteChosen(mode="react", confidence=None, fallback=True)]
@@ -638,22 +605,17 @@ def test_plan_mode_answers_from_an_agent_file_with_a_stored_script(tmp_path: Pat
 def test_the_requests_tool_choice_goes_to_the_first_executor_call_not_the_planner(
     tmp_path: Path,
 ) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             TWO_STEPS,
-            function_call("lookup", {"city": "Chengdu"}),
-            text("Rain."),
+            *RAIN,
             reflection_answer(True, "ok"),
-            function_call("remind", {"text": "umbrella"}),
-            text("Set."),
-            reflection_answer(True, "ok"),
+            *REMINDED,
             text("Rain; reminder set."),
         ],
         tmp_path,
         tool_choice="lookup",
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok
     choices = [r.tool_choice for r in model.calls]
@@ -662,19 +624,15 @@ def test_the_requests_tool_choice_goes_to_the_first_executor_call_not_the_planne
 
 
 def test_a_forced_tool_the_first_step_does_not_offer_is_not_forced(tmp_path: Path) -> None:
-    agent, model = plan_agent(
+    result, model = run_plan(
         [
             plan_answer(("umbrella reminder", ["remind"])),
-            function_call("remind", {"text": "umbrella"}),
-            text("Set."),
-            reflection_answer(True, "ok"),
+            *REMINDED,
             text("Reminder set."),
         ],
         tmp_path,
         tool_choice="lookup",
     )
-
-    result = agent.run_sync(PROMPT)
 
     assert result.ok and {r.tool_choice for r in model.calls} == {"auto"}
 
@@ -692,10 +650,9 @@ def test_guardrails_check_the_request_once_and_only_the_final_answer(tmp_path: P
         seen["output"].append(value)
         return Rewrite(str(value).replace("Chengdu", "C***"), reason="no city names")
 
-    agent, _ = plan_agent(
+    result, _ = run_plan(
         REPLANNED, tmp_path, guardrails=Guardrails(input=[inputs], output=[outputs])
     )
-    result = agent.run_sync(PROMPT)
     assert result.stop_reason == "final_answer"
     # the planner's plan, the executors' reports and the verdicts are the runtime's own
     # JSON: a PII rewrite must not reach them, only the answer the user reads

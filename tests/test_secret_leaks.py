@@ -20,7 +20,7 @@ import pytest
 from cli_support import Ran, pi_inprocess, pi_process
 from pi_runtime import Agent, Limits, ModelError, RunResult, ToolCall, ToolError, UserError, tool
 from pi_runtime.messages import ToolResultMessage
-from pi_runtime.models import resolve_model
+from pi_runtime.models import Model, resolve_model
 from pi_runtime.models.anthropic import AnthropicModel
 from pi_runtime.models.classify import classify_provider_error
 from pi_runtime.models.providers import VENDORS, custom_server
@@ -85,21 +85,29 @@ def assert_no_secret(*texts: str) -> None:
             assert secret not in text, f"{secret!r} leaked into: {text[:2000]}"
 
 
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both providers' keys in the environment, for the clients to send (and leak)."""
+    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+
+
+def run_once(model: Model, tmp_path: Path) -> RunResult:
+    """One run of `model`, tracing to `tmp_path`, with no retry of the refused call."""
+    return Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
+
+
 def everything_of(result: RunResult) -> str:
     trace = Path(result.trace).read_bytes().decode() if result.trace else ""
     return result.to_json() + trace
 
 
 def test_a_provider_error_echoing_the_key_is_redacted_in_the_result_and_trace(
-    server_port: int,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    server_port: int, keys: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     model = resolve_model("openai:gpt-4o-mini", base_url=f"http://127.0.0.1:{server_port}/v1")
 
-    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
+    result = run_once(model, tmp_path)
 
     assert (result.status, result.stop_reason) == ("failed", "model_error")
     assert result.error is not None and "[redacted]" in result.error
@@ -107,16 +115,12 @@ def test_a_provider_error_echoing_the_key_is_redacted_in_the_result_and_trace(
 
 
 def test_credentials_in_the_base_url_stay_out_of_the_model_name_result_and_trace(
-    server_port: int,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    server_port: int, keys: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
     url = f"http://user:{PASSWORD}@127.0.0.1:{server_port}/v1?api_key={SERVER_KEY}"
 
     model = resolve_model("qwen2.5:7b", base_url=url)
-    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
+    result = run_once(model, tmp_path)
 
     assert model.name == (
         f"openai-compatible:qwen2.5:7b@http://***@127.0.0.1:{server_port}/v1?api_key=[redacted]"
@@ -126,15 +130,11 @@ def test_credentials_in_the_base_url_stay_out_of_the_model_name_result_and_trace
 
 
 def test_anthropic_errors_echoing_the_key_are_redacted(
-    server_port: int,
-    monkeypatch: pytest.MonkeyPatch,
-    tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
+    server_port: int, keys: None, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", ANTHROPIC_KEY)
     model = AnthropicModel("claude-sonnet-4-6", base_url=f"http://127.0.0.1:{server_port}")
 
-    result = Agent(model, trace_dir=tmp_path, limits=Limits(model_retries=0)).run_sync("hello")
+    result = run_once(model, tmp_path)
 
     assert result.stop_reason == "model_error"
     assert_no_secret(everything_of(result), capfd.readouterr().err)

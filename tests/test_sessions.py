@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from cli_support import Ran, pi_inprocess, pi_process
+from cli_support import pi as cli_pi
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
@@ -59,13 +60,7 @@ TRADING = [place_order]
 HALTING = [place_order, halt_trading]
 
 
-def pi(*args: str, cwd: Path = REPO, tmp: Path, process: bool = False) -> Ran:
-    """`pi ARGS` in-process, or with `process` as the console script in a process of its own."""
-    env: dict[str, str | None] = {"PI_TRACE_DIR": str(tmp / "traces")}
-    if process:
-        done = pi_process(*args, cwd=cwd, env=env)
-        return Ran(done.returncode, done.stdout, done.stderr)
-    return pi_inprocess(*args, cwd=cwd, env=env)
+pi = partial(cli_pi, cwd=REPO)
 
 
 def show(db_url: str, session_id: str, tmp: Path) -> dict[str, Any]:
@@ -84,6 +79,11 @@ def write(tmp: Path, name: str, data: dict[str, Any]) -> Path:
 def in_session(store: Store, session_id: str, script: Path, tools: str) -> Recipe:
     _, recipe = open_session(store, session_id, Recipe(model=f"scripted:{script}", tools=(tools,)))
     return recipe
+
+
+def one_order_session(store: Store, session_id: str, tmp: Path) -> Recipe:
+    """A session whose model places one order (a background job) with the TRADING tools."""
+    return in_session(store, session_id, write(tmp, "one.json", ONE_JOB), "test_sessions:TRADING")
 
 
 def start_turn(store: Store, session_id: str, recipe: Recipe, prompt: str) -> Any:
@@ -149,8 +149,7 @@ def test_background_tool_awaits_then_a_worker_delivers_and_the_session_completes
     assert call_id not in {m.get("tool_call_id") for m in view["messages"]}
 
     # the worker in a process of its own, as deployed
-    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path, process=True)
-    assert worked.returncode == 0, worked.stderr
+    worked = pi("worker", "--once", "--db", db_url, "--json", tmp=tmp_path, process=True, expect=0)
     stats = json.loads(worked.stdout)
     assert (stats["jobs"], stats["deliveries"], stats["runs"]) == (
         {"succeeded": 1}, {"delivered": 1}, {"completed": 1},
@@ -186,9 +185,7 @@ def test_an_awaiting_session_refuses_a_new_prompt_and_says_what_to_do(
 def test_cancel_stops_the_wait_and_a_late_result_is_ignored(
     db_url: str, tmp_path: Path, store: Store
 ) -> None:
-    recipe = in_session(
-        store, "late", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "late", tmp_path)
     turn = start_turn(store, "late", recipe, "buy 5 ACME")
     ((call_id, job_id),) = turn.result.waits
     job = store.claim_job("slow-worker")  # a worker is running it when the user cancels
@@ -213,9 +210,7 @@ def test_cancel_stops_the_wait_and_a_late_result_is_ignored(
 def test_cancel_before_a_worker_starts_the_job_means_it_never_runs(
     db_url: str, tmp_path: Path, store: Store
 ) -> None:
-    recipe = in_session(
-        store, "early", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "early", tmp_path)
     ((_, job_id),) = start_turn(store, "early", recipe, "buy 5 ACME").result.waits
     cancelled = pi("session", "cancel", "early", "--db", db_url, "--json", tmp=tmp_path)
     assert json.loads(cancelled.stdout)["jobs_cancelled"] == [job_id]
@@ -249,9 +244,7 @@ class FinishesJobsFirst:
 def test_a_job_finished_before_its_wait_was_registered_is_still_delivered(
     store: Store, tmp_path: Path
 ) -> None:
-    recipe = in_session(
-        store, "race", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "race", tmp_path)
     racing: Any = FinishesJobsFirst(store)
     turn = start_turn(racing, "race", recipe, "buy 5 ACME")
     assert turn.result.status == "awaiting" and turn.continuation is None
@@ -270,9 +263,7 @@ def test_a_job_finished_before_its_wait_was_registered_is_still_delivered(
 def test_an_unconfirmable_side_effect_ends_outcome_unknown_and_is_never_retried(
     store: Store, clock: FakeClock, tmp_path: Path
 ) -> None:
-    recipe = in_session(
-        store, "order", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "order", tmp_path)
     ((call_id, job_id),) = start_turn(store, "order", recipe, "buy 5 ACME").result.waits
     assert store.claim_job("doomed-worker", lease_s=10) is not None  # ... which then dies
     clock.advance(11)  # its lease runs out
@@ -306,9 +297,7 @@ class CancelledBeforeLaunch:
 def test_a_run_cancelled_mid_way_starts_no_job_and_stores_nothing(
     store: Store, tmp_path: Path
 ) -> None:
-    recipe = in_session(
-        store, "stop", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "stop", tmp_path)
     cancelling: Any = CancelledBeforeLaunch(store)
     with pytest.raises(LeaseLost):
         start_turn(cancelling, "stop", recipe, "buy 5 ACME")
@@ -344,9 +333,7 @@ def test_a_non_idempotent_job_gets_the_idempotency_key_of_its_call(
 ) -> None:
     from pi_runtime.tools import idempotency_key
 
-    recipe = in_session(
-        store, "keyed", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "keyed", tmp_path)
     ((call_id, _),) = start_turn(store, "keyed", recipe, "buy").result.waits
     placed.clear()
     work(store)
@@ -357,9 +344,7 @@ def test_a_non_idempotent_job_gets_the_idempotency_key_of_its_call(
 def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:
     from pi_runtime.durable.results import json_result
 
-    recipe = in_session(
-        store, "plain", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "plain", tmp_path)
     start_turn(store, "plain", recipe, "buy")
     work(store, encoder=json_result)
     (answer,) = results(store, "plain")
@@ -369,9 +354,7 @@ def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Pat
 def test_a_job_whose_tool_cannot_be_loaded_fails_and_the_model_hears_why(
     store: Store, tmp_path: Path
 ) -> None:
-    recipe = in_session(
-        store, "gone", write(tmp_path, "one.json", ONE_JOB), "test_sessions:TRADING"
-    )
+    recipe = one_order_session(store, "gone", tmp_path)
     start_turn(store, "gone", recipe, "buy")
     # a worker for another application: the session's tools are not importable there
     other = store.create_session("other", agent=Recipe(tools=("no_such_module:TOOLS",)).to_dict())

@@ -65,6 +65,29 @@ def until_done(claim: Callable[[], bool], finished: Callable[[], bool]) -> None:
             time.sleep(0.001)
 
 
+def claim_concurrently(
+    stores: list[Store], claim: Callable[[Store, str], Any], total: int
+) -> list[str]:
+    """Thread i calls `claim(stores[i], "worker-i")` until `total` claims are made between
+    them; the ids of what they claimed, in the order claimed."""
+    claims: list[str] = []
+    lock = threading.Lock()
+
+    def worker(i: int) -> None:
+        def claim_one() -> bool:
+            taken = claim(stores[i], f"worker-{i}")
+            if taken is None:
+                return False
+            with lock:
+                claims.append(taken.id)
+            return True
+
+        until_done(claim_one, lambda: len(claims) >= total)
+
+    run_threads(worker)
+    return claims
+
+
 @pytest.mark.slow
 def test_concurrent_claimers_take_each_job_exactly_once(stores: list[Store]) -> None:
     jobs = [stores[0].enqueue_job("compute", {"n": n}).id for n in range(200)]
@@ -196,21 +219,9 @@ def test_concurrent_run_claimers_take_each_run_once(stores: list[Store]) -> None
     for _ in range(40):
         session = stores[0].create_session()
         runs.append(stores[0].create_run(session.id, input={"prompt": "hi"}).id)
-    claims: list[str] = []
-    lock = threading.Lock()
-
-    def worker(i: int) -> None:
-        def claim() -> bool:
-            run = stores[i].claim_run(f"worker-{i}", lease_s=300)
-            if run is None:
-                return False
-            with lock:
-                claims.append(run.id)
-            return True
-
-        until_done(claim, lambda: len(claims) >= len(runs))
-
-    run_threads(worker)
+    claims = claim_concurrently(
+        stores, lambda store, owner: store.claim_run(owner, lease_s=300), len(runs)
+    )
     assert Counter(claims) == Counter(runs)
 
 
@@ -242,21 +253,9 @@ def test_expired_leases_are_taken_over_once_under_contention(
     for _ in jobs:
         assert stores[0].claim_job("crashed", lease_s=10) is not None
     clock.advance(11)  # the crashed worker's leases all run out
-    claims: list[str] = []
-    lock = threading.Lock()
-
-    def worker(i: int) -> None:
-        def claim() -> bool:
-            job = stores[i].claim_job(f"worker-{i}", lease_s=300)
-            if job is None:
-                return False
-            with lock:
-                claims.append(job.id)
-            return True
-
-        until_done(claim, lambda: len(claims) >= len(jobs))
-
-    run_threads(worker)
+    claims = claim_concurrently(
+        stores, lambda store, owner: store.claim_job(owner, lease_s=300), len(jobs)
+    )
     assert Counter(claims) == Counter(jobs)
     assert {stores[0].get_job(j).attempts for j in jobs} == {2}  # type: ignore[union-attr]
 

@@ -10,19 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from cli_support import pi as cli_pi
 from pi_runtime import Agent, UserError
 from pi_runtime.messages import TextBlock, UserMessage, json_line, read_json_lines
 from pi_runtime.models import FunctionModel, ModelRequest, ReplayModel
 from pi_runtime.observe import read_trace
 
-PI = Path(sys.executable).parent / "pi"
 # Everything str.splitlines splits on besides "\n", with NUL and a CR for company.
 BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 HOSTILE = "a\u2028b\u2029c\x85d\x0be\x0cf\x1cg\x1dh\x1ei\rj\x00k"
@@ -38,18 +36,7 @@ def run_answering(text: str, trace_dir: Path) -> Path:
     return Path(result.trace)
 
 
-def pi(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PI_TRACE_DIR": str(cwd / "traces"), "COLUMNS": "250", "NO_COLOR": "1"}
-    return subprocess.run(
-        [str(PI), *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        timeout=120,
-        check=False,
-    )
+pi = partial(cli_pi, process=True)  # the console script, in a process of its own
 
 
 # --- the writer ------------------------------------------------------------------------
