@@ -44,7 +44,7 @@ BAD_SNAPSHOTS: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown-keyword",
         {"owners": "bob"},
-        "put_snapshot() got unknown keyword arguments owners; it takes owner, source, pages, "
+        "put_snapshot() got unknown keyword arguments 'owners'; it takes owner, source, pages, "
         "page_rows, locator, version, meta, expires_at",
     ),
     ("missing-pages", {"pages": None}, "put_snapshot() needs the keyword arguments pages"),
@@ -59,7 +59,7 @@ BAD_REFERENCES: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown-keyword",
         {"ttl": 5},
-        "create_reference() got unknown keyword arguments ttl; it takes owner, snapshot_id, "
+        "create_reference() got unknown keyword arguments 'ttl'; it takes owner, snapshot_id, "
         "kind, meta, expires_at",
     ),
     ("missing-kind", {"kind": None}, "create_reference() needs the keyword arguments kind"),

@@ -146,7 +146,7 @@ def _check_keys(operation: str, declared: Any, fields: Mapping[str, object]) -> 
     unknown = sorted(set(fields) - known)
     if unknown:
         raise UserError(
-            f"{operation}() got unknown keyword arguments {', '.join(unknown)}; "
+            f"{operation}() got unknown keyword arguments {', '.join(map(repr, unknown))}; "
             f"it takes {', '.join(declared.__annotations__)}"
         )
     missing = [key for key in declared.__annotations__ if key in declared.__required_keys__]
