@@ -64,7 +64,8 @@ def test_migrations_are_recorded_once_and_reapplying_is_a_no_op(
     store: Store, store_factory: Callable[..., Store], db_url: str
 ) -> None:
     names = [m.name for m in MIGRATIONS]
-    assert store.migrations() == names == ["0001_initial", "0002_approvals", "0003_memory_facts"]
+    assert store.migrations() == names
+    assert names == ["0001_initial", "0002_approvals", "0003_memory_facts", "0004_sessions_created"]
     assert store.migrate() == []
     again = store_factory()
     assert again.migrations() == names

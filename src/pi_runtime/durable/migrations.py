@@ -46,10 +46,16 @@ def _memory_facts(conn: Connection) -> None:
     t.memory_facts.create(conn, checkfirst=False)
 
 
+def _sessions_created(conn: Connection) -> None:
+    (index,) = (i for i in t.sessions.indexes if i.name == "ix_sessions_created")
+    index.create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _initial),
     Migration("0002_approvals", _approvals),
     Migration("0003_memory_facts", _memory_facts),
+    Migration("0004_sessions_created", _sessions_created),
 )
 
 

@@ -89,6 +89,8 @@ sessions = Table(
     Column("agent", _json(), nullable=True),
     _ts("created_at"),
     _ts("updated_at"),
+    # `list_sessions` pages newest first: without it every page sorts the whole table
+    Index("ix_sessions_created", "created_at", "id"),
 )
 
 runs = Table(
