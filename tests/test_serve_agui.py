@@ -12,7 +12,7 @@ from pydantic import TypeAdapter
 
 from pi_runtime import Agent, tool
 from pi_runtime.loop import RunResult
-from pi_runtime.messages import AssistantMessage, TextBlock, Usage
+from pi_runtime.messages import AssistantMessage, TextBlock, ToolCall, Usage
 from pi_runtime.observe import (
     MessageAppended,
     ModelDelta,
@@ -62,10 +62,48 @@ def mapped(agent: Agent, prompt: str) -> tuple[list[dict[str, Any]], RunResult]:
         return out, stream.result
 
     events, result = asyncio.run(go())
+    return wired(events), result
+
+
+def wired(events: list[Any]) -> list[dict[str, Any]]:
+    """`events` as wire JSON, each one the protocol's own types accept, in an order its
+    event verifier accepts."""
     wire = [e.model_dump(mode="json", by_alias=True) for e in events]
-    for data in wire:  # every event is one the protocol's own types accept
+    for data in wire:
         ADAPTER.validate_python(data)
-    return wire, result
+    assert_agui_order(wire)
+    return wire
+
+
+def assert_agui_order(events: list[dict[str, Any]]) -> None:
+    """AG-UI's ordering rules: a message or call id starts once, its content or arguments
+    come while it is open, a text message ends before a tool call starts, a call ends
+    before text starts, and nothing is open when the run finishes."""
+    texts: set[str] = set()
+    calls: set[str] = set()
+    seen: set[str] = set()
+    for event in events:
+        kind = event["type"]
+        if kind == "TEXT_MESSAGE_START":
+            assert not calls, f"text started inside tool calls {calls}"
+            assert event["messageId"] not in seen, event
+            seen.add(event["messageId"])
+            texts.add(event["messageId"])
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
+            assert event["messageId"] in texts, event
+            if kind == "TEXT_MESSAGE_END":
+                texts.remove(event["messageId"])
+        elif kind == "TOOL_CALL_START":
+            assert not texts, f"a tool call started inside text messages {texts}"
+            assert event["toolCallId"] not in seen, event
+            seen.add(event["toolCallId"])
+            calls.add(event["toolCallId"])
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
+            assert event["toolCallId"] in calls, event
+            if kind == "TOOL_CALL_END":
+                calls.remove(event["toolCallId"])
+        elif kind in ("RUN_FINISHED", "RUN_ERROR"):
+            assert not texts and not calls, (texts, calls)
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:
@@ -248,3 +286,87 @@ def finished_result(*, status: str = "completed", stop_reason: str = "final_answ
         run_id="run-1",
         session_id="s",
     )
+
+
+# --- tool calls streamed as they arrive ------------------------------------------------
+
+
+def call_delta(call_id: str, delta: str = "", name: str | None = None) -> ModelDelta:
+    return ModelDelta(turn=0, delta=delta, channel="tool_call", tool_call_id=call_id, name=name)
+
+
+def calling(raw: str, text_before: str = "") -> MessageAppended:
+    content: list[Any] = [TextBlock(text=text_before)] if text_before else []
+    content.append(ToolCall(id="c1", name="lookup", raw=raw, arguments=None))
+    return MessageAppended(index=1, message=AssistantMessage(content=tuple(content)))
+
+
+def test_a_streamed_call_opens_at_its_first_delta_and_the_message_adds_what_is_left() -> None:
+    mapper = AguiMapper("t")
+    mapper.feed(started())
+
+    opened = mapper.feed(call_delta("c1", name="lookup"))
+    piece = mapper.feed(call_delta("c1", '{"order_id":'))
+    # the provider's last piece never came as a delta: the whole message holds it
+    closed = mapper.feed(calling('{"order_id":"A-1"}'))
+
+    assert [e.type for e in opened] == ["TOOL_CALL_START"]
+    assert opened[0].tool_call_name == "lookup"
+    assert [(e.type, e.delta) for e in piece] == [("TOOL_CALL_ARGS", '{"order_id":')]
+    assert [e.type for e in closed] == ["TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    assert piece[0].delta + closed[0].delta == '{"order_id":"A-1"}'
+    wired([*opened, *piece, *closed])
+
+
+def test_text_streamed_before_a_call_ends_before_the_call_starts_under_its_message() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    out += mapper.feed(ModelDelta(turn=0, delta="Looking it up."))
+    out += mapper.feed(call_delta("c1", name="lookup"))
+    out += mapper.feed(call_delta("c1", '{"order_id":"A-1"}'))
+    out += mapper.feed(calling('{"order_id":"A-1"}', text_before="Looking it up."))
+
+    events = [e for e in wired(out) if e["type"] != "STEP_STARTED"][1:]
+    assert types(events) == [
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+    ]
+    assert events[3]["parentMessageId"] == events[0]["messageId"]
+    assert events[4]["delta"] == '{"order_id":"A-1"}'  # not sent again with the message
+
+
+def test_text_after_a_streamed_call_ends_the_call_first_and_nothing_is_sent_twice() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    out += mapper.feed(call_delta("c1", '{"order_id":"A-1"}', name="lookup"))
+    out += mapper.feed(ModelDelta(turn=0, delta="Done."))
+    out += mapper.feed(calling('{"order_id":"A-1"}', text_before="Done."))
+    out += mapper.finish(finished_result())  # closes the run: nothing left open
+
+    events = wired(out)
+    assert types(events).count("TOOL_CALL_START") == types(events).count("TOOL_CALL_END") == 1
+    assert types(events).count("TEXT_MESSAGE_START") == 1
+    ended = types(events).index("TOOL_CALL_END")
+    assert ended < types(events).index("TEXT_MESSAGE_START")
+
+
+def test_a_call_delta_without_an_id_waits_for_the_whole_message() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    assert mapper.feed(ModelDelta(turn=0, delta='{"order_id":', channel="tool_call")) == []
+    out += mapper.feed(calling('{"order_id":"A-1"}'))
+    assert [e.type for e in out][-3:] == ["TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END"]
+    wired(out)
+
+
+def test_a_model_error_ends_a_call_being_streamed() -> None:
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    out += mapper.feed(call_delta("c1", '{"order', name="lookup"))
+    out += mapper.feed(ModelErrorEvent(turn=0, step=1, message="reset", transient=True, attempt=1))
+    out += mapper.feed(call_delta("c2", '{"order_id":"A-1"}', name="lookup"))
+    assert types(wired(out)).count("TOOL_CALL_END") == 1  # c1 ended; c2 still open

@@ -49,6 +49,7 @@ class AnswerReader:
         first_tool_at: float | None = None
         first_token_at: float | None = None
         live = self.live
+        call_ids: dict[int, str] = {}  # a call's later deltas carry only its index
         stream = self.model.stream(request)
         try:
             async for event in stream:
@@ -60,11 +61,15 @@ class AnswerReader:
                     if first_tool_at is None:
                         first_tool_at = _ms_since(started)
                     if live is not None:
+                        if event.id:
+                            call_ids[event.index] = event.id
                         live(
                             ModelDelta(
                                 turn=request.step,
-                                delta=event.arguments_delta or (event.name or ""),
+                                delta=event.arguments_delta,
                                 channel="tool_call",
+                                tool_call_id=call_ids.get(event.index),
+                                name=event.name,
                             )
                         )
                 elif live is not None and isinstance(event, TextDelta | ThinkingDelta):

@@ -394,7 +394,12 @@ class ModelDelta:
     kind: Literal["model_delta"] = "model_delta"
     turn: int
     delta: str
+    """The text, thinking, or a tool call's arguments (JSON text) that arrived."""
     channel: Literal["text", "thinking", "tool_call"] = "text"
+    tool_call_id: str | None = None
+    """The call a `tool_call` delta belongs to (None until the provider names it)."""
+    name: str | None = None
+    """The tool's name, on the first `tool_call` delta of a call."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,12 +13,15 @@
 | `transition` (a loop phase) | `STEP_FINISHED` of the phase left, `STEP_STARTED` of the next (`observe` opens with the run) |
 | `plan_step_started` / `_finished` | `STEP_STARTED` / `STEP_FINISHED` `plan step N` |
 | `model_delta` (text) | `TEXT_MESSAGE_START` once, then `TEXT_MESSAGE_CONTENT` |
-| assistant `message` | `TEXT_MESSAGE_END` (or the whole text, when nothing streamed), then per tool call `TOOL_CALL_START` / `TOOL_CALL_ARGS` (its raw JSON) / `TOOL_CALL_END` |
+| `model_delta` (tool call) | `TOOL_CALL_START` on a call's first delta, then `TOOL_CALL_ARGS` per piece of its arguments |
+| assistant `message` | `TEXT_MESSAGE_END` (or the whole text, when nothing streamed), then per tool call `TOOL_CALL_END` — after `TOOL_CALL_START` / `TOOL_CALL_ARGS` (its raw JSON) for a call that was not streamed |
 | tool `message` | `TOOL_CALL_RESULT` |
 | the `RunResult` | `RUN_FINISHED`: outcome `interrupt` (one per call awaiting approval), `cancelled`, or `success` with the result (no messages) — or `RUN_ERROR` for a `failed` run |
 
-Tool calls are sent when the model's message is whole: a streamed tool-call delta does
-not say which call it belongs to. A model error closes the text being streamed, so a
+A streamed call stays open until the model's message is whole: what the final arguments
+add to the streamed ones is sent then, before `TOOL_CALL_END`. As AG-UI's event order asks,
+a text message is ended before a tool call starts, and open calls are ended before text
+starts again (in a new message). A model error closes what is being streamed, so a
 retried call opens a new message. Thinking is not sent.
 """
 
@@ -103,6 +106,10 @@ class AguiMapper:
         self._steps: list[str] = []  # open steps, oldest first
         self._phase: str | None = None  # the loop phase open as a step
         self._text: str | None = None  # the text message being streamed
+        self._message: str | None = None  # the assistant message being received
+        self._texted = False  # the message's text has been streamed (or part of it)
+        self._calls: dict[str, str] = {}  # streamed calls still open: id → arguments so far
+        self._closed: set[str] = set()  # streamed calls ended before the message was whole
         self._messages = 0
         self._results: set[str] = set()
 
@@ -125,7 +132,9 @@ class AguiMapper:
         if isinstance(event, ModelDelta):
             return self._delta(event)
         if isinstance(event, ModelErrorEvent):
-            return self._end_text()
+            out = self._end_text() + self._end_calls()
+            self._message, self._texted = None, False
+            return out
         if isinstance(event, MessageAppended):
             if isinstance(event.message, AssistantMessage):
                 return self._assistant(event.message)
@@ -258,7 +267,7 @@ class AguiMapper:
         return [StepFinishedEvent(step_name=name, timestamp=self._now())]
 
     def _close_all(self) -> list[BaseEvent]:
-        out = self._end_text()
+        out = self._end_text() + self._end_calls()
         self._phase = None
         while self._steps:
             out += self._close_step(self._steps[-1])
@@ -269,11 +278,15 @@ class AguiMapper:
         return f"{self.run_id}-m{self._messages}"
 
     def _delta(self, event: ModelDelta) -> list[BaseEvent]:
+        if event.channel == "tool_call":
+            return self._call_delta(event)
         if event.channel != "text" or not event.delta:
             return []
-        out: list[BaseEvent] = []
+        out = self._end_calls()  # a call is ended before text starts
         if self._text is None:
-            self._text = self._new_message_id()
+            if self._message is None or self._texted:
+                self._message = self._new_message_id()
+            self._text, self._texted = self._message, True
             out.append(
                 TextMessageStartEvent(
                     message_id=self._text, role="assistant", timestamp=self._now()
@@ -284,6 +297,43 @@ class AguiMapper:
         )
         return out
 
+    def _call_delta(self, event: ModelDelta) -> list[BaseEvent]:
+        """A piece of a tool call: its first opens it (after ending any text message)."""
+        call_id = event.tool_call_id
+        if not call_id or call_id in self._closed:
+            return []  # a call not named yet is sent whole with the message
+        out: list[BaseEvent] = []
+        if call_id not in self._calls:
+            if not event.name:
+                return []
+            out += self._end_text()
+            if self._message is None:
+                self._message = self._new_message_id()
+            self._calls[call_id] = ""
+            out.append(
+                ToolCallStartEvent(
+                    tool_call_id=call_id,
+                    tool_call_name=event.name,
+                    parent_message_id=self._message,
+                    timestamp=self._now(),
+                )
+            )
+        if event.delta:
+            self._calls[call_id] += event.delta
+            out.append(
+                ToolCallArgsEvent(tool_call_id=call_id, delta=event.delta, timestamp=self._now())
+            )
+        return out
+
+    def _end_calls(self) -> list[BaseEvent]:
+        """End the streamed calls still open."""
+        out: list[BaseEvent] = [
+            ToolCallEndEvent(tool_call_id=call_id, timestamp=self._now()) for call_id in self._calls
+        ]
+        self._closed.update(self._calls)
+        self._calls.clear()
+        return out
+
     def _end_text(self) -> list[BaseEvent]:
         if self._text is None:
             return []
@@ -291,10 +341,11 @@ class AguiMapper:
         return [TextMessageEndEvent(message_id=message_id, timestamp=self._now())]
 
     def _assistant(self, message: AssistantMessage) -> list[BaseEvent]:
-        streamed = self._text
         out = self._end_text()
-        message_id = streamed or self._new_message_id()
-        if streamed is None and message.text:
+        message_id = self._message or self._new_message_id()
+        if not self._texted and message.text:
+            if self._calls:  # streamed calls are open: text may not start inside them
+                out += self._end_calls()
             now = self._now()
             out += [
                 TextMessageStartEvent(message_id=message_id, role="assistant", timestamp=now),
@@ -303,17 +354,26 @@ class AguiMapper:
             ]
         for call in message.tool_calls:
             now = self._now()
-            out.append(
-                ToolCallStartEvent(
-                    tool_call_id=call.id,
-                    tool_call_name=call.name,
-                    parent_message_id=message_id,
-                    timestamp=now,
+            if call.id in self._closed:
+                continue  # streamed and already ended
+            sent = self._calls.pop(call.id, None)
+            if sent is None:
+                out.append(
+                    ToolCallStartEvent(
+                        tool_call_id=call.id,
+                        tool_call_name=call.name,
+                        parent_message_id=message_id,
+                        timestamp=now,
+                    )
                 )
-            )
-            if call.raw:
-                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=call.raw, timestamp=now))
+                sent = ""
+            if call.raw.startswith(sent) and len(call.raw) > len(sent):
+                rest = call.raw[len(sent) :]  # what the final arguments add to the streamed
+                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=rest, timestamp=now))
             out.append(ToolCallEndEvent(tool_call_id=call.id, timestamp=now))
+        out += self._end_calls()  # streamed calls the final message does not hold
+        self._message, self._texted = None, False
+        self._closed.clear()
         return out
 
     def _interrupt(
