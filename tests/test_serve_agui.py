@@ -79,31 +79,26 @@ def assert_agui_order(events: list[dict[str, Any]]) -> None:
     """AG-UI's ordering rules: a message or call id starts once, its content or arguments
     come while it is open, a text message ends before a tool call starts, a call ends
     before text starts, and nothing is open when the run finishes."""
-    texts: set[str] = set()
-    calls: set[str] = set()
+    kinds = {"TEXT_MESSAGE": "messageId", "TOOL_CALL": "toolCallId"}
+    opened: dict[str, set[str]] = {kind: set() for kind in kinds}
     seen: set[str] = set()
     for event in events:
-        kind = event["type"]
-        if kind == "TEXT_MESSAGE_START":
-            assert not calls, f"text started inside tool calls {calls}"
-            assert event["messageId"] not in seen, event
-            seen.add(event["messageId"])
-            texts.add(event["messageId"])
-        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END"):
-            assert event["messageId"] in texts, event
-            if kind == "TEXT_MESSAGE_END":
-                texts.remove(event["messageId"])
-        elif kind == "TOOL_CALL_START":
-            assert not texts, f"a tool call started inside text messages {texts}"
-            assert event["toolCallId"] not in seen, event
-            seen.add(event["toolCallId"])
-            calls.add(event["toolCallId"])
-        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_END"):
-            assert event["toolCallId"] in calls, event
-            if kind == "TOOL_CALL_END":
-                calls.remove(event["toolCallId"])
-        elif kind in ("RUN_FINISHED", "RUN_ERROR"):
-            assert not texts and not calls, (texts, calls)
+        family, _, part = event["type"].rpartition("_")
+        if family not in kinds:
+            if part in ("FINISHED", "ERROR") and family == "RUN":
+                assert not any(opened.values()), opened
+            continue
+        key = event[kinds[family]]
+        if part == "START":
+            other = next(kind for kind in kinds if kind != family)
+            assert not opened[other], f"{event['type']} inside open {other}s {opened[other]}"
+            assert key not in seen, event
+            seen.add(key)
+            opened[family].add(key)
+        elif part in ("CONTENT", "ARGS", "END"):
+            assert key in opened[family], event
+            if part == "END":
+                opened[family].remove(key)
 
 
 def types(events: list[dict[str, Any]]) -> list[str]:
@@ -370,3 +365,19 @@ def test_a_model_error_ends_a_call_being_streamed() -> None:
     out += mapper.feed(ModelErrorEvent(turn=0, step=1, message="reset", transient=True, attempt=1))
     out += mapper.feed(call_delta("c2", '{"order_id":"A-1"}', name="lookup"))
     assert types(wired(out)).count("TOOL_CALL_END") == 1  # c1 ended; c2 still open
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [("TEXT_MESSAGE_START", "m1"), ("TOOL_CALL_START", "c1")],  # text still open
+        [("TOOL_CALL_START", "c1"), ("TEXT_MESSAGE_START", "m1")],  # call still open
+        [("TOOL_CALL_ARGS", "c1")],  # arguments of a call never started
+        [("TOOL_CALL_START", "c1"), ("TOOL_CALL_END", "c1"), ("TOOL_CALL_START", "c1")],
+        [("TEXT_MESSAGE_START", "m1"), ("RUN_FINISHED", "")],  # finished with text open
+    ],
+)
+def test_the_order_check_refuses_what_ag_ui_refuses(events: list[tuple[str, str]]) -> None:
+    wire = [{"type": kind, "messageId": key, "toolCallId": key} for kind, key in events]
+    with pytest.raises(AssertionError):
+        assert_agui_order(wire)
