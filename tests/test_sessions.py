@@ -341,6 +341,28 @@ def test_a_non_idempotent_job_gets_the_idempotency_key_of_its_call(
     assert placed == [("ACME", 5, key)]
 
 
+def test_a_worker_reads_a_sessions_agent_once_for_its_job_and_the_run_after_it(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A session keeps the agent it was created with: the job (its tools) and the
+    # continuation (its agent) need not read the session twice.
+    recipe = one_order_session(store, "once", tmp_path)
+    start_turn(store, "once", recipe, "buy 5 ACME")
+    reads: list[str] = []
+    get_session = store.get_session
+
+    def counted(session_id: str) -> Any:
+        reads.append(session_id)
+        return get_session(session_id)
+
+    monkeypatch.setattr(store, "get_session", counted)
+    stats = work(store)
+
+    assert reads.count("once") == 1
+    assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
+    assert get_session("once").status == "completed"  # type: ignore[union-attr]
+
+
 def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:
     from pi_runtime.durable.results import json_result
 

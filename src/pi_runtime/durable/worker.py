@@ -35,7 +35,7 @@ from ..tools import ToolSpec
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
-from .recipe import stored_recipe
+from .recipe import Recipe, stored_recipe
 from .records import JobRecord, OutboxEvent, RunRecord
 from .results import ResultEncoder, qrp1_result, result_message
 from .sessions import request_of, run_held
@@ -117,6 +117,7 @@ class Worker:
         self.stats = WorkerStats()
         self._models: dict[str, Model] = {}
         self._recipes: dict[str, dict[str, ToolSpec] | None] = {}
+        self._agents: dict[str, Recipe] = {}  # each session's agent, read once
         self._halt = asyncio.Event()
         self._abort = asyncio.Event()
         self._stopping = False
@@ -277,8 +278,7 @@ class Worker:
 
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:
-            session = await asyncio.to_thread(self.store.get_session, run.session_id)
-            recipe = stored_recipe(session.agent if session else None)
+            recipe = await self._agent_of(run.session_id)
             request = await asyncio.to_thread(request_of, self.store, run)
             # the very agent the session defines, with the limits its request was given
             agent = recipe.build_agent(
@@ -333,15 +333,27 @@ class Worker:
         tools = await self._session_tools(job.session_id) if job.session_id else None
         return (tools or {}).get(job.tool) or self.extra_tools.get(job.tool)
 
+    async def _agent_of(self, session_id: str) -> Recipe:
+        """The agent `session_id` was created with. A session keeps that agent for its
+        life, so it is read once: a job and the run continuing after it read it twice."""
+        recipe = self._agents.get(session_id)
+        if recipe is None:
+            session = await asyncio.to_thread(self.store.get_session, session_id)
+            recipe = stored_recipe(session.agent if session else None)
+            if session is not None:  # a session not there yet may be created later
+                if len(self._agents) >= _RECIPE_CACHE:
+                    self._agents.pop(next(iter(self._agents)))
+                self._agents[session_id] = recipe
+        return recipe
+
     async def _session_tools(self, session_id: str) -> dict[str, ToolSpec] | None:
         """The session's tools by name (None if they cannot be loaded here); sessions keep
         their recipe, so this is cached."""
         if session_id in self._recipes:
             return self._recipes[session_id]
-        session = await asyncio.to_thread(self.store.get_session, session_id)
         tools: dict[str, ToolSpec] | None
         try:
-            recipe = stored_recipe(session.agent if session else None)
+            recipe = await self._agent_of(session_id)
             tools = {spec.name: spec for spec in recipe.load_tools()}
         except UserError as exc:
             log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)
