@@ -114,6 +114,10 @@ def test_facts_are_listed_newest_first_up_to_the_limit(facts: MemoryStore) -> No
         ("user:alice", "fine", {"embedding": [], "embedder": "m"}, "1 to 4096"),
         ("user:alice", "fine", {"embedding": [0.1]}, "go together"),
         ("user:alice", "fine", {"embedder": "m"}, "go together"),
+        # ids follow the one rule every store applies (the in-process one did not check)
+        ("user:alice", "fine", {"session_id": " s1"}, "session_id must be printable"),
+        ("user:alice", "fine", {"run_id": ""}, "run_id must be a non-empty string"),
+        ("user:alice", "fine", {"embedding": [0.1], "embedder": "m\n"}, "embedder must be"),
     ],
 )
 def test_a_bad_fact_is_refused_and_nothing_is_kept(

@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from ..exceptions import UserError
+from ..messages import check_name
 from .storage import PageRecord, ReferenceRecord, SnapshotRecord, pages_digest
 
 __all__ = [
@@ -26,8 +27,6 @@ __all__ = [
     "new_reference",
     "new_snapshot",
 ]
-
-_MAX_NAME = 200
 
 
 class NewSnapshot(TypedDict):
@@ -51,15 +50,6 @@ class NewReference(TypedDict):
     kind: str
     meta: NotRequired[dict[str, Any] | None]
     expires_at: NotRequired[datetime | None]
-
-
-def check_name(what: str, value: object) -> str:
-    """A caller-chosen name or id: non-empty, printable, at most 200 characters."""
-    if not isinstance(value, str) or not value or len(value) > _MAX_NAME:
-        raise UserError(f"{what} must be a non-empty string of at most {_MAX_NAME} characters")
-    if not value.isprintable() or value != value.strip():
-        raise UserError(f"{what} must be printable, without surrounding spaces: {value!r}")
-    return value
 
 
 def check_json(what: str, value: Any) -> Any:

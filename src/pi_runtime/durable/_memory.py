@@ -12,10 +12,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.dialects import postgresql, sqlite
 
-from ..exceptions import UserError
-from ..memory.facts import Fact, check_embedding, check_scope, clean_fact, fact_key
+from ..memory.facts import Fact, check_limit, check_scope, new_fact
 from . import schema as t
-from ._tx import Tx, check_id, new_id
+from ._tx import Tx, new_id
 
 
 def remember_fact(
@@ -28,24 +27,19 @@ def remember_fact(
     embedding: Sequence[float] | None,
     embedder: str | None,
 ) -> tuple[Fact, bool]:
-    check_scope(scope)
-    text = clean_fact(text)
-    vector = check_embedding(embedding)
-    if (vector is None) != (embedder is None):
-        raise UserError("an embedding and the name of its embedder go together")
-    for what, value in (("session_id", session_id), ("run_id", run_id), ("embedder", embedder)):
-        if value is not None:
-            check_id(what, value)
-    key = fact_key(text)
+    new = new_fact(
+        scope, text, session_id=session_id, run_id=run_id, embedding=embedding, embedder=embedder
+    )
+    key = new.key
     values: dict[str, Any] = {
         "id": new_id("fact"),
         "scope": scope,
         "key": key,
-        "text": text,
+        "text": new.text,
         "session_id": session_id,
         "run_id": run_id,
         "embedder": embedder,
-        "embedding": None if vector is None else list(vector),
+        "embedding": None if new.embedding is None else list(new.embedding),
         "created_at": tx.now,
     }
     # a fact already kept (by anyone, at any moment) wins: nothing is written twice
@@ -60,8 +54,7 @@ def remember_fact(
 
 def list_facts(tx: Tx, scope: str, limit: int) -> list[Fact]:
     check_scope(scope)
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise UserError(f"limit must be a positive integer, got {limit!r}")
+    check_limit(limit)
     c = t.memory_facts.c
     query = (
         select(t.memory_facts)

@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ..exceptions import UserError
-from ..messages import redact, repair_text
+from ..messages import check_name, redact, repair_text
 
 __all__ = [
     "MAX_EMBEDDING_DIMENSIONS",
@@ -32,10 +32,13 @@ __all__ = [
     "RECALL_WINDOW",
     "Fact",
     "MemoryStore",
+    "NewFact",
     "check_embedding",
+    "check_limit",
     "check_scope",
     "clean_fact",
     "fact_key",
+    "new_fact",
 ]
 
 MAX_FACT_CHARS = 1_000
@@ -145,6 +148,45 @@ def check_embedding(embedding: Sequence[float] | None) -> tuple[float, ...] | No
             raise UserError(f"an embedding holds finite numbers only, got {x!r}")
         values.append(float(x))
     return tuple(values)
+
+
+@dataclass(frozen=True, slots=True)
+class NewFact:
+    """What a store keeps for a fact it is given, checked (`new_fact`)."""
+
+    scope: str
+    text: str
+    key: str
+    embedding: tuple[float, ...] | None
+
+
+def new_fact(
+    scope: str,
+    text: str,
+    *,
+    session_id: str | None,
+    run_id: str | None,
+    embedding: Sequence[float] | None,
+    embedder: str | None,
+) -> NewFact:
+    """The checks every `MemoryStore.remember_fact` makes, one rule for all stores:
+    UserError for a bad scope, text, embedding or id."""
+    check_scope(scope)
+    text = clean_fact(text)
+    vector = check_embedding(embedding)
+    if (vector is None) != (embedder is None):
+        raise UserError("an embedding and the name of its embedder go together")
+    for what, value in (("session_id", session_id), ("run_id", run_id), ("embedder", embedder)):
+        if value is not None:
+            check_name(what, value)
+    return NewFact(scope=scope, text=text, key=fact_key(text), embedding=vector)
+
+
+def check_limit(limit: object) -> int:
+    """`limit` if it is a positive integer (how many facts to list), else UserError."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise UserError(f"limit must be a positive integer, got {limit!r}")
+    return limit
 
 
 @runtime_checkable

@@ -12,8 +12,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
-from ..exceptions import UserError
-from .facts import RECALL_WINDOW, Fact, check_embedding, check_scope, clean_fact, fact_key
+from .facts import RECALL_WINDOW, Fact, check_limit, check_scope, new_fact
 
 __all__ = ["LocalMemoryStore"]
 
@@ -44,34 +43,35 @@ class LocalMemoryStore:
         embedding: Sequence[float] | None = None,
         embedder: str | None = None,
     ) -> tuple[Fact, bool]:
-        check_scope(scope)
-        text = clean_fact(text)
-        vector = check_embedding(embedding)
-        if (vector is None) != (embedder is None):
-            raise UserError("an embedding and the name of its embedder go together")
-        key = fact_key(text)
+        new = new_fact(
+            scope,
+            text,
+            session_id=session_id,
+            run_id=run_id,
+            embedding=embedding,
+            embedder=embedder,
+        )
         with self._lock:
             facts = self._facts.setdefault(scope, {})
-            known = facts.get(key)
+            known = facts.get(new.key)
             if known is not None:
                 return known, False
             fact = Fact(
                 id=f"fact-{uuid.uuid4().hex[:16]}",
                 scope=scope,
-                text=text,
+                text=new.text,
                 created_at=self._clock(),
                 session_id=session_id,
                 run_id=run_id,
-                embedding=vector,
+                embedding=new.embedding,
                 embedder=embedder,
             )
-            facts[key] = fact
+            facts[new.key] = fact
             return fact, True
 
     def list_facts(self, scope: str, *, limit: int = RECALL_WINDOW) -> list[Fact]:
         check_scope(scope)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise UserError(f"limit must be a positive integer, got {limit!r}")
+        check_limit(limit)
         with self._lock:
             facts = list(self._facts.get(scope, {}).values())
         return facts[::-1][:limit]

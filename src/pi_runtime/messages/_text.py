@@ -13,10 +13,13 @@ import re
 from dataclasses import fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..exceptions import UserError
+
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_MAX_NAME = 200
 _Record = TypeVar("_Record", bound="DataclassInstance")
 
 
@@ -134,3 +137,13 @@ def _repair_field(value: Any) -> Any:
                 return (*value[:index], fixed, *rest)
         return value
     return repair_value(value)
+
+
+def check_name(what: str, value: object) -> str:
+    """A caller-chosen name or id (an owner, a session or run id, an embedder): non-empty,
+    printable, at most 200 characters, no surrounding spaces; else UserError."""
+    if not isinstance(value, str) or not value or len(value) > _MAX_NAME:
+        raise UserError(f"{what} must be a non-empty string of at most {_MAX_NAME} characters")
+    if not value.isprintable() or value != value.strip():
+        raise UserError(f"{what} must be printable, without surrounding spaces: {value!r}")
+    return value
