@@ -3,14 +3,16 @@ repaired where it enters the run, and its errors are redacted."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from pi_runtime import Agent, ModelRequest, ModelResponse, TextBlock, ToolCall, tool
-from pi_runtime.models import ResponseDone, StreamEvent
-from pi_runtime.observe import read_trace
+from pi_runtime.messages import has_surrogates
+from pi_runtime.models import ResponseDone, StreamEvent, TextDelta, ToolCallDelta
+from pi_runtime.observe import ModelDelta, read_trace
 
 KEY = "sk-live-0123456789abcdefghijklmnop"
 
@@ -93,3 +95,30 @@ def test_a_prompt_that_is_not_text_is_a_user_error() -> None:
 
     with pytest.raises(UserError, match="prompt must be a string"):
         Agent(ScriptedModel([{"text": "ok"}]), trace_dir=False).run_sync(42)  # type: ignore[arg-type]
+
+
+class DeltaModel(OwnModel):
+    """Streams its own deltas: lone surrogates in text, a call's id, name and arguments."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[StreamEvent]:
+        if any(m.role == "tool" for m in request.messages):
+            yield TextDelta(text="done \ud800")
+        else:
+            yield ToolCallDelta(index=0, id="c\udc001", name="echo\ud800")
+            yield ToolCallDelta(index=0, arguments_delta='{"text": "a\udc00b"}')
+        yield ResponseDone(response=await self.complete(request))
+
+
+def test_a_custom_models_live_deltas_are_repaired_before_anyone_sees_them() -> None:
+    async def watch() -> list[ModelDelta]:
+        stream = Agent(DeltaModel(), tools=[echo], trace_dir=False).run_stream("go")
+        return [event async for event in stream if isinstance(event, ModelDelta)]
+
+    deltas = asyncio.run(watch())
+
+    assert deltas, "the model's deltas reach the stream"
+    for delta in deltas:  # every string can be written as UTF-8 (an SSE body, a log)
+        for text in (delta.delta, delta.tool_call_id or "", delta.name or ""):
+            assert not has_surrogates(text), delta
+    call = next(d for d in deltas if d.name)
+    assert (call.tool_call_id, call.name) == ("c\ufffd1", "echo\ufffd")

@@ -15,6 +15,7 @@ from ..models import (
     ThinkingDelta,
     ToolCallDelta,
     repair_response,
+    repaired_stream,
     stream_is_repaired,
     stream_replays_complete,
 )
@@ -51,6 +52,8 @@ class AnswerReader:
         live = self.live
         call_ids: dict[int, str] = {}  # a call's later deltas carry only its index
         stream = self.model.stream(request)
+        if not self.repaired:  # a user's model: its deltas go live, so they are repaired too
+            stream = repaired_stream(stream)
         try:
             async for event in stream:
                 if first_token_at is None:
