@@ -58,16 +58,19 @@ typecheck: $(STAMP)
 
 # pytest-xdist workers: each test gets its own temp folder and PostgreSQL schema, and each
 # worker its own PostgreSQL cluster, so the suite runs in parallel; WORKERS=0 runs serially.
+# `loadgroup` hands out one test at a time, and the embedded model's tests as one group
+# (tests/conftest.py).
 WORKERS ?= 2
+XDIST := -n $(WORKERS) --dist loadgroup
 
 unit: $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS) -m "not slow"
+	$(BIN)/pytest -q $(XDIST) -m "not slow"
 
 slow: $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS) -m slow
+	$(BIN)/pytest -q $(XDIST) -m slow
 
 test: lint typecheck $(STAMP)
-	$(BIN)/pytest -q -n $(WORKERS)
+	$(BIN)/pytest -q $(XDIST)
 
 bench: $(STAMP)
 	$(BIN)/pi bench loop

@@ -1,14 +1,22 @@
-"""Suite-wide ordering: the slow tests first.
+"""Suite-wide scheduling: the slow tests first, the embedded model's on one worker.
 
-Under pytest-xdist (`make test` runs two workers) tests go out in collection order, so a
-long test collected late leaves one worker busy after the other has finished; started
-first, the long tests run beside the many short ones. A serial run takes as long either way.
+Under pytest-xdist (`make test` runs two workers with `--dist loadgroup`) each worker asks
+for the next test when it is nearly done with its own, in collection order: started
+first, the long tests run beside the many short ones instead of leaving one worker busy
+after the other has finished. Tests marked `embedded_model` form one group that a single
+worker runs one after another: two at once would each start llama.cpp's threads on the
+same two cores. A serial run takes as long either way.
 """
 
 from __future__ import annotations
 
 import pytest
 
+EMBEDDED_MODEL_GROUP = pytest.mark.xdist_group("embedded-model")
+
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("embedded_model") is not None:
+            item.add_marker(EMBEDDED_MODEL_GROUP)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable

@@ -106,7 +106,7 @@ class Fuzz:
         # an earlier fuzz's event loop has ended, so none of its calls can still arrive
         LEDGER.executions.clear()
         LEDGER.finish_reasons.clear()
-        model = FunctionModel(self._answer, name="fuzz")
+        model = FunctionModel(self._answer, name="fuzz", keep_calls=False)  # none read back
         self.agents = {
             name: Agent(model, tools=TOOLS, limits=limits, trace_dir=self.trace_dir)
             for name, limits in PROFILES.items()

@@ -388,6 +388,7 @@ PROMPTS = [
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 @pytest.mark.parametrize("choice", ["auto", "required", "none", "create_reminder"])
 def test_every_reply_is_a_schema_valid_call_or_an_answer_and_honours_the_choice(
     choice: str,
@@ -421,6 +422,7 @@ def test_every_reply_is_a_schema_valid_call_or_an_answer_and_honours_the_choice(
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_a_second_call_reuses_the_cached_prompt_prefix() -> None:
     model = LocalModel(max_tokens=16)
     request = ModelRequest(
@@ -441,6 +443,7 @@ def test_a_second_call_reuses_the_cached_prompt_prefix() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_a_conversation_longer_than_the_context_is_a_clear_model_error() -> None:
     model = LocalModel(n_ctx=512)
 
@@ -456,6 +459,7 @@ def test_a_conversation_longer_than_the_context_is_a_clear_model_error() -> None
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_the_real_template_keeps_hostile_text_from_forming_control_tokens() -> None:
     from pi_runtime.models.local.engine import engine_for
 
@@ -493,6 +497,7 @@ def test_the_real_template_keeps_hostile_text_from_forming_control_tokens() -> N
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_the_gemma_base_model_still_replies_through_the_transcript() -> None:
     from pi_runtime.models.local.engine import engine_for
 
@@ -530,6 +535,7 @@ class _FixedDay(date):
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 @pytest.mark.timeout(900)  # about 35 s alone; a machine busy with other suites takes longer
 def test_the_weather_agent_on_the_default_model_checks_the_weather_and_sets_a_reminder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -559,6 +565,7 @@ def test_the_weather_agent_on_the_default_model_checks_the_weather_and_sets_a_re
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 @pytest.mark.parametrize("prompt", PROMPTS[:3], ids=["weather-reminder", "rain", "meeting"])
 def test_a_weather_agent_on_local_ends_well_formed_within_its_guards(
     prompt: str, tmp_path: Path

@@ -542,6 +542,7 @@ def server_model(url: str) -> OpenAIModel:
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_a_streamed_answer_arrives_in_pieces_and_ends_in_one_response(server_url: str) -> None:
     events = stream_all(
         server_model(server_url),
@@ -576,6 +577,7 @@ def stream_the_weather_call(server_url: str, max_tokens: int) -> list[Any]:
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_a_named_tool_choice_streams_a_schema_valid_call(server_url: str) -> None:
     events = stream_the_weather_call(server_url, 64)
 
@@ -591,6 +593,7 @@ def test_a_named_tool_choice_streams_a_schema_valid_call(server_url: str) -> Non
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_a_call_cut_at_max_tokens_is_truncated_although_the_server_says_tool_calls(
     server_url: str,
 ) -> None:
@@ -619,6 +622,7 @@ def ask_the_weather(
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_the_gate_refuses_a_call_cut_off_by_the_output_limit(
     server_url: str, tmp_path: Path
 ) -> None:
@@ -641,6 +645,7 @@ def test_the_gate_refuses_a_call_cut_off_by_the_output_limit(
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_an_agent_run_over_http_calls_the_tool_and_records_usage(
     server_url: str, tmp_path: Path
 ) -> None:
@@ -670,6 +675,7 @@ def test_an_agent_run_over_http_calls_the_tool_and_records_usage(
 
 
 @pytest.mark.slow
+@pytest.mark.embedded_model
 def test_pi_run_with_base_url_uses_the_server(server_url: str, tmp_path: Path) -> None:
     pi = Path(sys.executable).parent / "pi"
     done = subprocess.run(
