@@ -1,6 +1,8 @@
 """Human approval in durable sessions, on SQLite and on PostgreSQL: a run waits in one
 process, a person decides in another (`pi approve` / `pi reject` as real subprocesses),
 and the call runs at most once — even when the approving process dies right after it ran.
+Decisions that are only refused are made in this process (`decide_here`): what they check
+is the refusal, and a process each would only add start-up time.
 
 Every refused decision is checked to leave the store exactly as it was.
 """
@@ -133,7 +135,13 @@ def start(folder: Path, db_url: str, session: str = "s1") -> dict[str, Any]:
 
 
 def decide(folder: Path, db_url: str, verb: str, *args: str, **more: str) -> Ran:
+    """`pi approve|reject s1 ARGS` in a process of its own."""
     return pi_apart(folder, verb, "s1", *args, "--db", db_url, "--json", **more)
+
+
+def decide_here(folder: Path, db_url: str, verb: str, *args: str) -> Ran:
+    """`pi approve|reject s1 ARGS` in this process."""
+    return pi_here(folder, verb, "s1", *args, "--db", db_url, "--json")
 
 
 def snapshot(store: Store, session_id: str = "s1") -> dict[str, Any]:
@@ -189,7 +197,7 @@ def test_approve_from_another_process_runs_the_call_once_and_completes(
 def test_approve_with_edited_arguments_runs_those(db_url: str, shop: Path, store: Store) -> None:
     start(shop, db_url)
     edited = json.dumps({"order_id": "A1", "amount": 30})
-    done = decide(shop, db_url, "approve", CALL, "--arguments", edited)
+    done = decide_here(shop, db_url, "approve", CALL, "--arguments", edited)
     assert done.returncode == 0, done.stderr
     assert ledger(shop) == [["A1", 30.0, idempotency_key("s1", CALL)]]
     (approval,) = snapshot(store)["approvals"]
@@ -228,13 +236,13 @@ def test_a_second_decision_is_refused_and_changes_nothing(
     db_url: str, shop: Path, store: Store
 ) -> None:
     start(shop, db_url)
-    assert decide(shop, db_url, "approve", CALL).returncode == 0
+    assert decide_here(shop, db_url, "approve", CALL).returncode == 0
     before = snapshot(store)
 
-    again = decide(shop, db_url, "approve", CALL)
+    again = decide_here(shop, db_url, "approve", CALL)
     assert again.returncode == 2 and f"call '{CALL}' was already approved" in again.stderr
     assert again.stdout == ""
-    rejected = decide(shop, db_url, "reject", CALL, "--reason", "too late")
+    rejected = decide_here(shop, db_url, "reject", CALL, "--reason", "too late")
     assert rejected.returncode == 2 and "already approved" in rejected.stderr
     assert snapshot(store) == before
     assert len(ledger(shop)) == 1
@@ -246,19 +254,19 @@ def test_a_stale_fingerprint_is_refused_and_changes_nothing(
     start(shop, db_url)
     before = snapshot(store)
     reviewed = fingerprint({"order_id": "A1", "amount": 5})  # an older review
-    stale = decide(shop, db_url, "approve", CALL, "--fingerprint", reviewed)
+    stale = decide_here(shop, db_url, "approve", CALL, "--fingerprint", reviewed)
     assert stale.returncode == 2 and "stale fingerprint" in stale.stderr
     assert snapshot(store) == before and ledger(shop) == []
 
     # arguments changed in the store after the review: refused, whoever asks
     set_stored_arguments(db_url, {"order_id": "A1", "amount": 99})
     changed = snapshot(store)
-    refused = decide(shop, db_url, "approve", CALL)
+    refused = decide_here(shop, db_url, "approve", CALL)
     assert refused.returncode == 2 and "nobody reviewed" in refused.stderr
     assert snapshot(store) == changed and ledger(shop) == []
 
     set_stored_arguments(db_url, REFUND_50)
-    good = decide(shop, db_url, "approve", CALL, "--fingerprint", fingerprint(REFUND_50))
+    good = decide_here(shop, db_url, "approve", CALL, "--fingerprint", fingerprint(REFUND_50))
     assert good.returncode == 0, good.stderr
     assert len(ledger(shop)) == 1
 
@@ -301,7 +309,7 @@ def test_unknown_calls_and_sessions_not_waiting_are_refused_and_change_nothing(
         assert snapshot(store) == before, args
     assert ledger(shop) == []
 
-    assert decide(shop, db_url, "approve", CALL).returncode == 0
+    assert decide_here(shop, db_url, "approve", CALL).returncode == 0
     done = snapshot(store)
     ran = pi_here(shop, "reject", "s1", "call_0_1", "--reason", "x", "--db", db_url)
     assert ran.returncode == 2 and "already approved" in ran.stderr
