@@ -22,7 +22,14 @@ from dataclasses import dataclass, replace
 
 from ..exceptions import UserError
 from ..loop import Agent, RunResult
-from ..loop.approvals import Checked, Decision, check_decision, run_approved, still_awaiting
+from ..loop.approvals import (
+    Checked,
+    Decision,
+    check_decision,
+    run_approved,
+    still_awaiting,
+    tool_of,
+)
 from ..messages import Usage
 from ..observe import Event
 from ._lease import Heartbeat
@@ -163,7 +170,8 @@ async def _approve(
 ) -> Decided:
     """Claim the decision (the call becomes a job held by `owner`), run the call under
     that lease, and settle its result."""
-    spec = next(s for s in agent.tools if s.name == approval.tool)  # check_decision found it
+    spec = await tool_of(agent, approval.tool)
+    assert spec is not None  # check_decision found it
     session_id, call_id = approval.session_id, approval.tool_call_id
     assert checked.call.arguments is not None
     approved = await asyncio.to_thread(

@@ -164,7 +164,8 @@ class Agent(Decisions):
         given = frozenset(approval)
         if given - set(names):
             missing = ", ".join(sorted(given - set(names)))
-            raise UserError(f"approval names tools the agent does not have: {missing}")
+            hint = " (an MCP server's tools go in its own `approval`)" if mcp else ""
+            raise UserError(f"approval names tools the agent does not have: {missing}{hint}")
         self.approval = given | {s.name for s in self.tools if s.requires_approval}
         self.mcp = mcp_tools_of(mcp)
         self._decided: set[tuple[str, str]] = set()  # (session, call) decided in memory

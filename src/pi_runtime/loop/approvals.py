@@ -34,7 +34,8 @@ from ..messages import (
     tool_error_result,
 )
 from ..observe import ApprovalGranted, ApprovalRejected, Event, compute_metrics
-from ..tools import Gate, PendingApproval, check_edited, fingerprint
+from ..tools import Gate, PendingApproval, ToolSpec, check_edited, fingerprint
+from ._mcp import allowed_with_mcp, listed
 from .run_result import RunResult
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ async def check_decision(
                 reason=decision.reason,
             ),
         )
-    spec = next((s for s in agent.tools if s.name == pending.tool), None)
+    spec = await tool_of(agent, pending.tool)
     if spec is None:
         raise UserError(f"call {pending.call_id!r}: the agent has no tool {pending.tool!r}")
     final = (
@@ -165,11 +166,26 @@ async def check_decision(
     )
 
 
-def approval_gate(agent: Agent, session_id: str) -> Gate:
+async def agent_tools(agent: Agent) -> tuple[ToolSpec, ...]:
+    """The tools a call waiting for approval may be of: the agent's own and its MCP
+    servers' (listed once per agent). UserError when a server cannot be listed: its
+    call could be neither checked nor run, so nothing is decided."""
+    specs, missing = await listed(agent.mcp, agent._own_names())
+    if missing is not None:
+        raise UserError(f"cannot decide: {missing}")
+    return (*agent.tools, *specs)
+
+
+async def tool_of(agent: Agent, name: str) -> ToolSpec | None:
+    return next((s for s in await agent_tools(agent) if s.name == name), None)
+
+
+async def approval_gate(agent: Agent, session_id: str) -> Gate:
     """The gate an approved call runs through: the agent's own, for its session."""
+    tools = await agent_tools(agent)
     return Gate(
-        agent.tools,
-        allow=agent.allow,
+        tools,
+        allow=allowed_with_mcp(agent.allow, tools[len(agent.tools) :]),
         session_id=session_id,
         retry_base_s=agent.limits.retry_base_s,
         approval=agent.approval,
@@ -181,7 +197,7 @@ async def run_approved(agent: Agent, checked: Checked, session_id: str) -> ToolR
     retries, result encoding), and return the message answering it."""
     if checked.answer is not None:
         return checked.answer
-    outcome = await approval_gate(agent, session_id).run(checked.call, approved=True)
+    outcome = await (await approval_gate(agent, session_id)).run(checked.call, approved=True)
     assert outcome.message is not None  # approved, and no launcher: it ran or was refused
     return outcome.message
 
@@ -277,6 +293,11 @@ async def _reviewed_fingerprint(agent: Agent, call: ToolCall) -> str | None:
     rewrite them); None when the gate would not hold it. Nothing runs: a held call stops
     before execution."""
     # no session: nothing runs here, so no idempotency key is made from it
-    gate = Gate(agent.tools, session_id="", approval=agent.approval, guardrails=agent.guardrails)
+    gate = Gate(
+        await agent_tools(agent),
+        session_id="",
+        approval=agent.approval,
+        guardrails=agent.guardrails,
+    )
     held = (await gate.run(call)).approval
     return None if held is None else held.fingerprint

@@ -9,6 +9,7 @@ An agent file's `[mcp.NAME]` table and the Python `MCPServer(...)` are the same 
     timeout_s = 30                       # per call; past it the call fails with `timeout`
     allow = ["read", "search"]           # the server's tool names (before `prefix`)
     block = ["delete"]
+    approval = ["write"]                 # calls wait for a person: `pi approve` / `pi reject`
     prefix = "files_"                    # the model calls `files_read`
 
 Secrets stay out of stores and traces: a session stores this table as written, so `env`
@@ -54,6 +55,7 @@ KEYS = (
     "connect_timeout_s",
     "allow",
     "block",
+    "approval",
     "prefix",
     "retries",
     "max_result_bytes",
@@ -76,6 +78,9 @@ class MCPServer:
         connect_timeout_s: the limit for starting the server and listing its tools.
         allow: the server's tools the agent may call (None: all), by the server's names.
         block: tools never offered, by the server's names.
+        approval: tools whose calls wait for a person's approval, by the server's names
+            (an agent's own `approval` names only its own tools: the server's are not
+            known before it is started).
         prefix: put before every tool name the model sees (`files_` + `read`).
         retries: how often a transient failure of a read-only or idempotent tool is
             retried; other tools are never retried (the server may have acted).
@@ -92,6 +97,7 @@ class MCPServer:
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S
     allow: tuple[str, ...] | None = None
     block: tuple[str, ...] = ()
+    approval: tuple[str, ...] = ()
     prefix: str = ""
     retries: int = DEFAULT_RETRIES
     max_result_bytes: int = DEFAULT_RESULT_BYTES
@@ -136,6 +142,18 @@ class MCPServer:
         both = sorted(set(self.allow or ()) & set(self.block))
         if both:
             raise UserError(f"{where}: {', '.join(both)} both allowed and blocked")
+        approval = _names(where, "approval", self.approval)
+        object.__setattr__(self, "approval", approval)
+        never = sorted(
+            n
+            for n in approval
+            if n in self.block or (self.allow is not None and n not in self.allow)
+        )
+        if never:
+            raise UserError(
+                f"{where}.approval: {', '.join(never)} can never be called (blocked or not "
+                "allowed), so no call of it can wait for approval"
+            )
         if not isinstance(self.prefix, str) or (self.prefix and not _PREFIX.fullmatch(self.prefix)):
             raise UserError(
                 f"{where}.prefix: 1-32 letters, digits, _ . or -, starting with a letter or _"
@@ -167,6 +185,7 @@ class MCPServer:
             "connect_timeout_s": self.connect_timeout_s,
             "allow": None if self.allow is None else list(self.allow),
             "block": list(self.block),
+            "approval": list(self.approval),
             "prefix": self.prefix,
             "retries": self.retries,
             "max_result_bytes": self.max_result_bytes,

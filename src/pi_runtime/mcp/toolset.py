@@ -13,6 +13,9 @@ errors of any tool.
   after a transient failure; the others carry an idempotency key in the request's
   `_meta` (`pi-runtime/idempotency-key`), stable across a run's restarts, for a server
   that can use one.
+- **Approval**: a tool the server's `approval` names is held for a person like a Python
+  tool marked `requires_approval`; `approval` naming a tool the server does not list
+  fails listing, as `allow` does.
 - **Unusable schemas** (see `schema.py`): the tool is left out with a warning in the log
   and `skipped`; when `allow` names it, listing fails instead.
 
@@ -136,12 +139,13 @@ class MCPTools:
         server = connection.server
         tools = await connection.list_tools()
         names = {t.name for t in tools}
-        missing = sorted(set(server.allow or ()) - names)
-        if missing:
-            raise ServerUnavailable(
-                f"mcp.{server.name}.allow names tools the server does not list: "
-                f"{', '.join(missing)} (it lists: {', '.join(sorted(names)) or 'none'})"
-            )
+        for key in ("allow", "approval"):
+            missing = sorted(set(getattr(server, key) or ()) - names)
+            if missing:
+                raise ServerUnavailable(
+                    f"mcp.{server.name}.{key} names tools the server does not list: "
+                    f"{', '.join(missing)} (it lists: {', '.join(sorted(names)) or 'none'})"
+                )
         specs = []
         for listed in tools:
             if listed.name in server.block or (
@@ -189,6 +193,7 @@ def _spec(connection: Connection, listed: Any) -> ToolSpec:
         timeout_s=server.timeout_s,
         retries=server.retries if idempotent else 0,
         max_result_bytes=server.max_result_bytes,
+        requires_approval=listed.name in server.approval,
         extra={"mcp_server": server.name, "mcp_tool": remote},
     )
 
