@@ -166,10 +166,13 @@ async def check_decision(
     )
 
 
-async def agent_tools(agent: Agent) -> tuple[ToolSpec, ...]:
-    """The tools a call waiting for approval may be of: the agent's own and its MCP
-    servers' (listed once per agent). UserError when a server cannot be listed: its
-    call could be neither checked nor run, so nothing is decided."""
+async def tools_for(agent: Agent, name: str) -> tuple[ToolSpec, ...]:
+    """The tools to decide a call of tool `name` with: the agent's own, and its MCP
+    servers' (listed once per agent) when `name` is not one of its own, so a decision on
+    a Python tool never waits for a server. UserError when a server cannot be listed:
+    its call could be neither checked nor run, so nothing is decided."""
+    if any(s.name == name for s in agent.tools):
+        return tuple(agent.tools)
     specs, missing = await listed(agent.mcp, agent._own_names())
     if missing is not None:
         raise UserError(f"cannot decide: {missing}")
@@ -177,12 +180,12 @@ async def agent_tools(agent: Agent) -> tuple[ToolSpec, ...]:
 
 
 async def tool_of(agent: Agent, name: str) -> ToolSpec | None:
-    return next((s for s in await agent_tools(agent) if s.name == name), None)
+    return next((s for s in await tools_for(agent, name) if s.name == name), None)
 
 
-async def approval_gate(agent: Agent, session_id: str) -> Gate:
+async def approval_gate(agent: Agent, call: ToolCall, session_id: str) -> Gate:
     """The gate an approved call runs through: the agent's own, for its session."""
-    tools = await agent_tools(agent)
+    tools = await tools_for(agent, call.name)
     return Gate(
         tools,
         allow=allowed_with_mcp(agent.allow, tools[len(agent.tools) :]),
@@ -197,7 +200,8 @@ async def run_approved(agent: Agent, checked: Checked, session_id: str) -> ToolR
     retries, result encoding), and return the message answering it."""
     if checked.answer is not None:
         return checked.answer
-    outcome = await (await approval_gate(agent, session_id)).run(checked.call, approved=True)
+    gate = await approval_gate(agent, checked.call, session_id)
+    outcome = await gate.run(checked.call, approved=True)
     assert outcome.message is not None  # approved, and no launcher: it ran or was refused
     return outcome.message
 
@@ -294,7 +298,7 @@ async def _reviewed_fingerprint(agent: Agent, call: ToolCall) -> str | None:
     before execution."""
     # no session: nothing runs here, so no idempotency key is made from it
     gate = Gate(
-        await agent_tools(agent),
+        await tools_for(agent, call.name),
         session_id="",
         approval=agent.approval,
         guardrails=agent.guardrails,
