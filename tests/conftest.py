@@ -5,7 +5,8 @@ for the next test when it is nearly done with its own, in collection order: star
 first, the long tests run beside the many short ones instead of leaving one worker busy
 after the other has finished. Tests marked `embedded_model` form one group that a single
 worker runs one after another: two at once would each start llama.cpp's threads on the
-same two cores. A serial run takes as long either way.
+same two cores (test_worker_faults.py groups its suites the same way). A serial run
+takes as long either way.
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
 from pi_runtime.qrp1 import decode
 
+# These suites start worker processes and kill them on a schedule: under pytest-xdist one
+# worker runs them in turn, so two never starve each other of the two cores.
+pytestmark = pytest.mark.xdist_group("worker-faults")
+
 PI = Path(sys.executable).parent / "pi"
 REPO = Path(__file__).resolve().parents[1]
 SEGMENTS = 5
