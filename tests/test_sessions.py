@@ -444,3 +444,25 @@ def test_a_session_keeps_its_agent(db_url: str, tmp_path: Path, store: Store) ->
 def test_a_bad_recipe_is_refused_with_its_reason(data: Any, message: str) -> None:
     with pytest.raises(UserError, match=message):
         stored_recipe(data)
+
+
+def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # On SQLite a look (a read) before each claim keeps idle workers off the write lock;
+    # a worker whose last claim found work claims at once: one transaction less a step.
+    recipe = one_order_session(store, "busy", tmp_path)
+    start_turn(store, "busy", recipe, "buy 5 ACME")
+    looks: list[bool] = []
+    claim_work = store.claim_work
+
+    def counted(owner: str, **options: Any) -> Any:
+        looks.append(options["look_first"])
+        return claim_work(owner, **options)
+
+    monkeypatch.setattr(store, "claim_work", counted)
+    stats = work(store)
+
+    assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
+    # the job, then its delivery (which runs the continuation): found, found, then empty
+    assert looks[:3] == [True, False, False] and all(looks[3:])

@@ -24,8 +24,17 @@ class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, ApprovalsSql, DataSql, 
     """The operations shared by both backends."""
 
     def claim_work(
-        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+        self,
+        owner: str,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        max_attempts: int = 3,
+        look_first: bool = True,
     ) -> OutboxEvent | RunRecord | JobRecord | None:
-        if not self.row_locks and not self._do(_claims.anything_claimable, read=True):
+        if (
+            look_first
+            and not self.row_locks
+            and not self._do(_claims.anything_claimable, read=True)
+        ):
             return None  # SQLite: an idle look reads, and leaves the write lock to others
         return self._do(lambda tx: _claims.claim_work(tx, owner, lease_s, max_attempts))

@@ -333,11 +333,21 @@ class Store(SessionStore, RunStore, JobQueue, Outbox, Approvals, DataStore, Memo
         ...
 
     def claim_work(
-        self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
+        self,
+        owner: str,
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        max_attempts: int = 3,
+        look_first: bool = True,
     ) -> OutboxEvent | RunRecord | JobRecord | None:
         """The most urgent work, under a lease: an outbox event (`claim_outbox_event`),
         else a run (`claim_run`, `max_attempts` as there), else a job (`claim_job`).
-        One transaction; where nothing is claimable no row is written or locked."""
+        One transaction; where nothing is claimable no row is written or locked.
+
+        `look_first`: on SQLite, read whether anything is claimable before taking the
+        write lock, so an idle look never waits for it. A worker whose last look found
+        work passes False: it is likely to find more, and the read would be one more
+        transaction per claim."""
         ...
 
     def purge_expired(self) -> int:

@@ -188,11 +188,13 @@ class Worker:
         owner = f"{self.name}/{index}"
         delay = _MIN_POLL_S
         empty = 0  # looks in a row that found nothing
+        worked = False
         while not self._halt.is_set():
             seen, heard = self._generation, self._notices
             self._busy += 1
             try:
-                worked = await self._step(owner)
+                # busy (the last look found work): claim at once, without a look first
+                worked = await self._step(owner, look_first=not worked)
             except asyncio.CancelledError:
                 raise
             except StoreError as exc:  # keep serving: a database blip must not end it
@@ -224,8 +226,8 @@ class Worker:
                 task.cancel()
             delay = min(delay * 2, self.poll_s)
 
-    async def _step(self, owner: str) -> bool:
-        work = await asyncio.to_thread(self._claim, owner)
+    async def _step(self, owner: str, *, look_first: bool = True) -> bool:
+        work = await asyncio.to_thread(self._claim, owner, look_first)
         if isinstance(work, OutboxEvent):
             taken = await self._deliver(work, owner)
             if taken is not None:  # the continuation it queued, already ours
@@ -238,9 +240,11 @@ class Worker:
             await self._guarded(self._job(work, owner), release=self._release_job(work, owner))
         return work is not None
 
-    def _claim(self, owner: str) -> OutboxEvent | RunRecord | JobRecord | None:
+    def _claim(self, owner: str, look_first: bool) -> OutboxEvent | RunRecord | JobRecord | None:
         """The next work, most urgent first (one transaction for all three looks)."""
-        return self.store.claim_work(owner, lease_s=self.lease_s, max_attempts=self.run_attempts)
+        return self.store.claim_work(
+            owner, lease_s=self.lease_s, max_attempts=self.run_attempts, look_first=look_first
+        )
 
     async def _guarded(self, work: Any, *, release: Any) -> None:
         """Run `work`; if it is cancelled (a drain ran out of time), release its lease so
