@@ -16,6 +16,7 @@ import pytest
 EMBEDDED_MODEL_GROUP = pytest.mark.xdist_group("embedded-model")
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups off the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("embedded_model") is not None:
