@@ -91,6 +91,8 @@ def _append(
 def observe(state: RunState) -> Step:
     """Normalise pending inputs into messages and go on to THINK."""
     events: list[Event] = []
+    if not state.pending:  # every turn after the first: nothing new to take in
+        return _move(state, "think", events)
     anchor = state.anchor
     for offset, message in enumerate(state.pending):
         if isinstance(message, UserMessage) and message.is_request:
@@ -102,8 +104,11 @@ def observe(state: RunState) -> Step:
 def _with_phases(message: AssistantMessage) -> AssistantMessage:
     """Text beside tool calls is commentary; text of a message without calls is final."""
     phase: Phase = "commentary" if message.tool_calls else "final"
-    if all(not isinstance(b, TextBlock) or b.phase == phase for b in message.content):
-        return message
+    for block in message.content:
+        if isinstance(block, TextBlock) and block.phase != phase:
+            break
+    else:
+        return message  # every answer but a few: a loop, not a generator, to find out
     content = tuple(
         replace(b, phase=phase) if isinstance(b, TextBlock) else b for b in message.content
     )
