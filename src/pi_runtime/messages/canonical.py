@@ -8,9 +8,18 @@ from typing import Any
 
 from ._json import parse_object
 
+_SPELLED_ONE_WAY = frozenset({str, int, bool, type(None)})
+"""Value types with one spelling only: nothing to canonicalise in them."""
+
 
 def canonical_value(value: Any) -> Any:
     """`value` with spelling removed: keys sorted later by dumps, `1.0` → `1`, `-0.0` → `0`."""
+    if (
+        type(value) is dict
+        and all(type(key) is str for key in value)
+        and _SPELLED_ONE_WAY.issuperset(map(type, value.values()))
+    ):
+        return value  # most arguments: flat, string keys, no float among the values
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, float):
