@@ -57,8 +57,19 @@ def _needs_repair(value: Any) -> bool:
             if not item.isascii() and _SURROGATE.search(item) is not None:
                 return True
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            # keys and scalar values checked here, not pushed: most arguments are flat
+            for key, child in item.items():
+                if type(key) is str:
+                    if not key.isascii() and _SURROGATE.search(key) is not None:
+                        return True
+                elif type(key) not in _PLAIN:
+                    stack.append(key)
+                kind = type(child)
+                if kind is str:
+                    if not child.isascii() and _SURROGATE.search(child) is not None:
+                        return True
+                elif kind not in _PLAIN:
+                    stack.append(child)
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
