@@ -185,8 +185,8 @@ def act(
     """
     events: list[Event] = []
     consecutive = state.consecutive_errors
-    actions = list(state.actions)
-    results = list(state.results)
+    actions: list[str] = []
+    results: list[str] = []
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
     approvals = [o.approval for o in outcomes if o.approval is not None]
@@ -260,8 +260,8 @@ def act(
         "approvals": state.approvals + tuple(approvals),
         "outcomes": outcomes,
         "consecutive_errors": consecutive,
-        "actions": tuple(actions[-KEEP:]),
-        "results": tuple(results[-KEEP:]),
+        "actions": (state.actions + tuple(actions))[-KEEP:],
+        "results": (state.results + tuple(results))[-KEEP:],
         "tool_calls": state.tool_calls + len(outcomes),
     }
     if fatal is not None:
