@@ -116,7 +116,8 @@ def repair_fields(record: _Record) -> _Record:
         kind = type(value)
         if kind in _PLAIN or (kind is str and value.isascii()):
             continue  # most fields of a clean answer, without a call each
-        fixed = _repair_field(value)
+        # a record seen before (an answer's usage) goes straight to its own fields
+        fixed = repair_fields(value) if kind in _FIELD_NAMES else _repair_field(value)
         if fixed is not value:
             changes[name] = fixed
     return replace(record, **changes) if changes else record
@@ -135,7 +136,7 @@ def _repair_field(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is dict or kind is list:  # tool arguments: no dataclass check needed
-        return repair_value(value)
+        return _rebuild(value) if _needs_repair(value) else value
     if kind in _FIELD_NAMES or (
         kind is not tuple and is_dataclass(value) and not isinstance(value, type)
     ):
