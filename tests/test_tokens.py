@@ -81,8 +81,9 @@ def test_missing_package_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
         tokens.shipped_file()
 
 
-def test_concurrent_first_use_builds_once() -> None:
+def test_concurrent_first_use_builds_once(monkeypatch: pytest.MonkeyPatch) -> None:
     tokens._build_encoding.cache_clear()
+    monkeypatch.setattr(tokens, "_built", None)
     results: list[int] = []
     threads = [
         threading.Thread(target=lambda: results.append(count_tokens("hi there"))) for _ in range(8)

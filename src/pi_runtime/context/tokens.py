@@ -85,11 +85,17 @@ def _build_encoding() -> tiktoken.Encoding:
     )
 
 
+_built: tiktoken.Encoding | None = None
+
+
 def encoding() -> tiktoken.Encoding:
     """The o200k_base encoder, built once (about 0.6 s) on first use."""
-    # functools.cache alone may run the body twice under a race; the lock makes it once.
-    with _load_lock:
-        return _build_encoding()
+    global _built
+    if _built is None:  # every count asks: no lock to take once it is built
+        # functools.cache alone may run the body twice under a race; the lock makes it once.
+        with _load_lock:
+            _built = _build_encoding()
+    return _built
 
 
 def count_tokens(text: str) -> int:

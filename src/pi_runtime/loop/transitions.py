@@ -91,6 +91,8 @@ def _append(
 def observe(state: RunState) -> Step:
     """Normalise pending inputs into messages and go on to THINK."""
     events: list[Event] = []
+    if not state.pending:  # every turn after the first: nothing new to take in
+        return _move(state, "think", events)
     anchor = state.anchor
     for offset, message in enumerate(state.pending):
         if isinstance(message, UserMessage) and message.is_request:
@@ -102,8 +104,11 @@ def observe(state: RunState) -> Step:
 def _with_phases(message: AssistantMessage) -> AssistantMessage:
     """Text beside tool calls is commentary; text of a message without calls is final."""
     phase: Phase = "commentary" if message.tool_calls else "final"
-    if all(not isinstance(b, TextBlock) or b.phase == phase for b in message.content):
-        return message
+    for block in message.content:
+        if isinstance(block, TextBlock) and block.phase != phase:
+            break
+    else:
+        return message  # every answer but a few: a loop, not a generator, to find out
     content = tuple(
         replace(b, phase=phase) if isinstance(b, TextBlock) else b for b in message.content
     )
@@ -180,8 +185,8 @@ def act(
     """
     events: list[Event] = []
     consecutive = state.consecutive_errors
-    actions = list(state.actions)
-    results = list(state.results)
+    actions: list[str] = []
+    results: list[str] = []
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
     approvals = [o.approval for o in outcomes if o.approval is not None]
@@ -255,8 +260,8 @@ def act(
         "approvals": state.approvals + tuple(approvals),
         "outcomes": outcomes,
         "consecutive_errors": consecutive,
-        "actions": tuple(actions[-KEEP:]),
-        "results": tuple(results[-KEEP:]),
+        "actions": (state.actions + tuple(actions))[-KEEP:],
+        "results": (state.results + tuple(results))[-KEEP:],
         "tool_calls": state.tool_calls + len(outcomes),
     }
     if fatal is not None:

@@ -57,8 +57,19 @@ def _needs_repair(value: Any) -> bool:
             if not item.isascii() and _SURROGATE.search(item) is not None:
                 return True
         elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
+            # keys and scalar values checked here, not pushed: most arguments are flat
+            for key, child in item.items():
+                if type(key) is str:
+                    if not key.isascii() and _SURROGATE.search(key) is not None:
+                        return True
+                elif type(key) not in _PLAIN:
+                    stack.append(key)
+                kind = type(child)
+                if kind is str:
+                    if not child.isascii() and _SURROGATE.search(child) is not None:
+                        return True
+                elif kind not in _PLAIN:
+                    stack.append(child)
         elif isinstance(item, list | tuple):
             stack.extend(item)
     return False
@@ -105,7 +116,8 @@ def repair_fields(record: _Record) -> _Record:
         kind = type(value)
         if kind in _PLAIN or (kind is str and value.isascii()):
             continue  # most fields of a clean answer, without a call each
-        fixed = _repair_field(value)
+        # a record seen before (an answer's usage) goes straight to its own fields
+        fixed = repair_fields(value) if kind in _FIELD_NAMES else _repair_field(value)
         if fixed is not value:
             changes[name] = fixed
     return replace(record, **changes) if changes else record
@@ -124,7 +136,7 @@ def _repair_field(value: Any) -> Any:
     if kind in _PLAIN:
         return value
     if kind is dict or kind is list:  # tool arguments: no dataclass check needed
-        return repair_value(value)
+        return _rebuild(value) if _needs_repair(value) else value
     if kind in _FIELD_NAMES or (
         kind is not tuple and is_dataclass(value) and not isinstance(value, type)
     ):

@@ -77,7 +77,8 @@ class ModelResponse:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(b for b in self.content if isinstance(b, ToolCall))
+        # a list, not a generator: asked of every answer, and half the cost
+        return tuple([b for b in self.content if isinstance(b, ToolCall)])
 
     def to_message(self) -> AssistantMessage:
         return AssistantMessage(

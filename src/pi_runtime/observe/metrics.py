@@ -30,9 +30,11 @@ def compute_metrics(
     input_tokens = output_tokens = cached_tokens = 0
     cost_usd: float | None = 0.0  # unknown once any call's price is
     errors: Counter[str] = Counter()
-    # one pass over every event of the run, most of which count for nothing here: the
-    # kind is compared first, the rest of the work is done for the few that count
+    # one pass over every event of the run, most of which count for nothing here: they
+    # are passed over by one look-up, the rest of the work is done for the few that count
     for event in events:
+        if event.kind not in _COUNTED:
+            continue
         if event.kind == "model_response":
             model_calls += 1
             if first_token_ms is None:
@@ -89,6 +91,10 @@ def compute_metrics(
         "cost_usd": cost_usd,
         "wall_ms": round(wall_ms, 3),
     }
+
+
+_COUNTED = frozenset({"model_response", "tool_result", "model_error", "child_run"})
+"""The kinds of event the metrics count."""
 
 
 def _visible_text(content: tuple[Block, ...]) -> str:

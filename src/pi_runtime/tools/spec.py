@@ -142,7 +142,8 @@ class ToolSpec:
 
     def validate_parsed(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """`validate_python` for arguments `parse_object` returned: already repaired and finite."""
-        model = self.arguments_model.model_validate(arguments)
+        # the validator itself: `model_validate` only adds a frame and its keywords
+        model = self.arguments_model.__pydantic_validator__.validate_python(arguments)
         # a model's `__dict__` holds its fields, and only them (extras and private
         # attributes live apart): a copy is the fields by name, without a lookup each
         return dict(model.__dict__)
