@@ -4,21 +4,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import json.encoder
 from typing import Any
 
 from ._json import parse_object
 
 _SPELLED_ONE_WAY = frozenset({str, int, bool, type(None)})
 """Value types with one spelling only: nothing to canonicalise in them."""
-_STR = frozenset({str})
 
 
 def canonical_value(value: Any) -> Any:
     """`value` with spelling removed: keys sorted later by dumps, `1.0` → `1`, `-0.0` → `0`."""
     if (
         type(value) is dict
-        and _STR.issuperset(map(type, value))
+        and all(type(key) is str for key in value)
         and _SPELLED_ONE_WAY.issuperset(map(type, value.values()))
     ):
         return value  # most arguments: flat, string keys, no float among the values
@@ -39,20 +37,10 @@ def canonical_value(value: Any) -> Any:
 
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 """Built once: `json.dumps` with options builds an encoder per call (every turn hashes)."""
-_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-"""CPython's C encoder, which `_ENCODER.encode` ends up in (None without the accelerator)."""
 
 
 def canonical_json(value: Any) -> str:
-    value = canonical_value(value)
-    if _C_ENCODER is None:
-        return _ENCODER.encode(value)
-    # What `_ENCODER.encode` does, without its two Python frames: the C encoder, made per
-    # call (its fresh markers catch a cycle), with the very same options.
-    encode = _C_ENCODER(
-        {}, _ENCODER.default, json.encoder.encode_basestring, None, ":", ",", True, False, True
-    )
-    return "".join(encode(value, 0))
+    return _ENCODER.encode(canonical_value(value))
 
 
 def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:
