@@ -15,10 +15,15 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pi_runtime.mcp import MCPServer
+
+__all__ = ["served"]  # the fixture, for `from mcp_support import *`; the rest by name
 
 APP = Path(__file__).with_name("mcp_server_app.py")
 
@@ -110,6 +115,16 @@ class Served:
             self._process.wait(timeout=30)
         if self._socket is not None:
             self._socket.close()
+
+
+@pytest.fixture(params=["stdio", "http"])
+def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
+    """A fresh server of each transport (import it into a test module to use it)."""
+    server = Served(request.param, tmp_path / "server")
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 def alive(pid: int) -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -15,20 +15,14 @@ import pytest
 
 from cli_support import pi
 from durable_support import *  # noqa: F403
+from mcp_support import *  # noqa: F403  (the served fixture)
 from mcp_support import APP, Served
 from pi_runtime import Agent, Limits, RunResult, UserError
-from pi_runtime.mcp import MCPServer
+from pi_runtime.loop._mcp import listed
+from pi_runtime.mcp import MCPServer, MCPTools, ServerUnavailable
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.testing import ScriptedModel, function_call, text
-
-
-@pytest.fixture(params=["stdio", "http"])
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
-    server = Served(request.param, tmp_path / "server")
-    try:
-        yield server
-    finally:
-        server.close()
+from pi_runtime.tools import ToolSpec
 
 
 def agent(server: MCPServer, *steps: Any) -> Agent:
@@ -198,3 +192,28 @@ def test_a_stored_session_waits_and_pi_approve_in_another_process_runs_the_call_
     again = pi("approve", "s1", pending["call_id"], "--db", db_url, tmp=tmp_path)
     assert again.returncode == 2 and "already approved" in again.stderr
     assert calls.read_text(encoding="utf-8").split()[0::2] == ["echo"]
+
+
+class _Unlistable(MCPTools):
+    """Servers whose listing fails with `reason` (as one quoting the names it listed)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__([])
+        self.reason = reason
+
+    def __bool__(self) -> bool:
+        return True
+
+    async def specs(self, taken: Collection[str] = ()) -> tuple[ToolSpec, ...]:
+        raise ServerUnavailable(self.reason)
+
+
+def test_a_listing_failure_quoting_hostile_names_reads_back_repaired() -> None:
+    # a server names its own tools: the reason `approval` or `allow` gives may quote them
+    reason = "mcp.test.approval names tools the server does not list: x (it lists: bad\ud800)"
+
+    specs, why = asyncio.run(listed(_Unlistable(reason), ()))
+
+    assert specs == () and why is not None
+    assert "\ud800" not in why and "bad\ufffd" in why
+    why.encode("utf-8")  # printable, storable, traceable

@@ -17,22 +17,12 @@ from typing import Any
 
 import pytest
 
+from mcp_support import *  # noqa: F403  (the served fixture)
 from mcp_support import Served, alive, wait_for
 from pi_runtime import Agent, Limits, RunResult
 from pi_runtime.mcp import MCPServer
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.testing import ScriptedModel, function_call, parallel_calls, text
-
-TRANSPORTS = ["stdio", "http"]
-
-
-@pytest.fixture(params=TRANSPORTS)
-def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Served]:
-    server = Served(request.param, tmp_path / "server")
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 def agent(server: MCPServer, *steps: Any, **options: Any) -> Agent:

@@ -341,6 +341,21 @@ def test_a_non_idempotent_job_gets_the_idempotency_key_of_its_call(
     assert placed == [("ACME", 5, key)]
 
 
+def record_calls(
+    monkeypatch: pytest.MonkeyPatch, store: Store, method: str
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """Each later call of `store.<method>` as (arguments, keywords), passed through."""
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    original = getattr(store, method)
+
+    def recorded(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(store, method, recorded)
+    return calls
+
+
 def test_a_worker_reads_a_sessions_agent_once_for_its_job_and_the_run_after_it(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -348,19 +363,12 @@ def test_a_worker_reads_a_sessions_agent_once_for_its_job_and_the_run_after_it(
     # continuation (its agent) need not read the session twice.
     recipe = one_order_session(store, "once", tmp_path)
     start_turn(store, "once", recipe, "buy 5 ACME")
-    reads: list[str] = []
-    get_session = store.get_session
-
-    def counted(session_id: str) -> Any:
-        reads.append(session_id)
-        return get_session(session_id)
-
-    monkeypatch.setattr(store, "get_session", counted)
+    reads = record_calls(monkeypatch, store, "get_session")
     stats = work(store)
 
-    assert reads.count("once") == 1
+    assert [args for args, _ in reads].count(("once",)) == 1
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
-    assert get_session("once").status == "completed"  # type: ignore[union-attr]
+    assert store.get_session("once").status == "completed"  # type: ignore[union-attr]
 
 
 def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:
@@ -453,16 +461,10 @@ def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
     # a worker whose last claim found work claims at once: one transaction less a step.
     recipe = one_order_session(store, "busy", tmp_path)
     start_turn(store, "busy", recipe, "buy 5 ACME")
-    looks: list[bool] = []
-    claim_work = store.claim_work
-
-    def counted(owner: str, **options: Any) -> Any:
-        looks.append(options["look_first"])
-        return claim_work(owner, **options)
-
-    monkeypatch.setattr(store, "claim_work", counted)
+    claims = record_calls(monkeypatch, store, "claim_work")
     stats = work(store)
 
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
+    looks = [options["look_first"] for _, options in claims]
     # the job, then its delivery (which runs the continuation): found, found, then empty
     assert looks[:3] == [True, False, False] and all(looks[3:])

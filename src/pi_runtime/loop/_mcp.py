@@ -15,6 +15,7 @@ from dataclasses import replace
 from ..exceptions import DependencyUnavailable
 from ..mcp import MCPServer, MCPTools, ServerUnavailable
 from ..mcp.transports import INSTALL_HINT
+from ..messages import redact, repair_text
 from ..tools import ToolSpec
 from .state import RunState
 
@@ -28,13 +29,14 @@ def mcp_tools_of(servers: Iterable[MCPServer]) -> MCPTools:
 
 
 async def listed(mcp: MCPTools, taken: Iterable[str]) -> tuple[tuple[ToolSpec, ...], str | None]:
-    """(the servers' tools, None), or ((), why) when they cannot be had."""
+    """(the servers' tools, None), or ((), why) when they cannot be had. The reason may
+    quote what a server listed (its tool names): it is repaired and redacted here."""
     if not mcp:
         return (), None
     try:
         return await mcp.specs(taken=frozenset(taken)), None
     except ServerUnavailable as exc:
-        return (), str(exc)
+        return (), redact(repair_text(str(exc)))
 
 
 def allowed_with_mcp(
