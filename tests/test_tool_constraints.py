@@ -296,6 +296,27 @@ def test_non_finite_numbers_are_refused_naming_the_field(raw: str, line: str) ->
     assert ran == []
 
 
+@pytest.mark.parametrize("raw", ["3e20", "-9.3e18", "8.740521886886674e+36"])
+def test_a_whole_float_past_64_bits_is_refused_asking_for_its_digits(raw: str) -> None:
+    ran.clear()
+
+    error = error_of(run(pick(), f'{{"n": 0, "m": {raw}}}'))
+
+    assert error["kind"] == "invalid_arguments"
+    assert "$.m: " in error["message"] and "write out its digits" in error["message"]
+    assert "input string" not in error["message"], error["message"]
+    assert ran == []
+
+
+def test_a_whole_number_past_64_bits_given_as_digits_is_accepted() -> None:
+    ran.clear()
+
+    outcome = run(pick(), '{"n": 0, "m": 300000000000000000000}')
+
+    assert not outcome.is_error, outcome.message
+    assert ran and ran[0]["m"] == 3 * 10**20
+
+
 def test_parse_object_refuses_non_finite_numbers() -> None:
     assert parse_object('{"a": {"b": [NaN]}}') == (
         None,
@@ -456,11 +477,13 @@ def test_an_error_message_with_a_lone_surrogate_is_repaired(exc: Exception) -> N
 
 
 def as_int(value: Any) -> int | None:
-    """The integer JSON Schema and pydantic both accept for `value` (`3.0` is 3), or None."""
+    """The integer JSON Schema and pydantic both accept for `value` (`3.0` is 3), or None.
+
+    pydantic takes a whole float only within 64 bits: `1e20` must come as its digits."""
     if isinstance(value, bool):
         return None
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return int(value) if abs(value) < 2**63 else None
     return value if isinstance(value, int) else None
 
 
@@ -496,6 +519,7 @@ numbers = st.integers(-20, 20) | st.integers() | st.floats(allow_nan=True, allow
 )
 @example(n=10, x=0.999, s="abcde", m=-3)
 @example(n=3, x=math.nan, s="ab\n", m=3)
+@example(n=0, x=None, s=None, m=8.740521886886674e36)  # whole, but past 64 bits as a float
 def test_the_gate_never_runs_a_call_that_breaks_a_declared_bound(
     n: Any, x: Any, s: Any, m: Any
 ) -> None:

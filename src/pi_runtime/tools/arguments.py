@@ -178,6 +178,8 @@ def describe_pydantic_error(error: ErrorDetails) -> str:
         how = _explain(_list_keyword(keyword, ctx), ctx.get(bound), error["input"])
     elif error["type"] == "finite_number":
         how = f"{_number(error['input'])} is not a finite number"
+    elif error["type"] == "int_parsing_size":  # a whole float past 64 bits, such as 1e20
+        how = f"{_number(error['input'])} is too large to send as a float; write out its digits"
     return _clip(f"{json_path(error['loc'])}: {how or error['msg']}")
 
 
