@@ -226,12 +226,24 @@ class Fuzz:
         if result.trace is None:
             found("trace_missing", "no trace path")
             return
-        data = Path(result.trace).read_bytes()
         try:
-            text = data.decode("utf-8")
+            events = read_trace(result.trace)  # parses every line, raising on any bad one
+        except Exception as exc:
+            if self._diagnose_trace(Path(result.trace), found):
+                found("trace_unreadable", str(exc).split(".jsonl: ", 1)[-1][:120])
+            return
+        if len(events) != len(result.events) or events[-1].get("kind") != "run_finished":
+            found("trace_incomplete", f"{len(events)} events read, {len(result.events)} emitted")
+
+    @staticmethod
+    def _diagnose_trace(path: Path, found: Found) -> bool:
+        """What is wrong with a trace `read_trace` refused: its bytes (False: nothing more
+        to say), or which lines."""
+        try:
+            text = path.read_bytes().decode("utf-8")
         except UnicodeDecodeError as exc:
             found("trace_not_utf8", str(exc))
-            return
+            return False
         lines = [line for line in text.split("\n") if line.strip()]
         bad = 0
         for line in lines:
@@ -241,13 +253,7 @@ class Fuzz:
                 bad += 1
         if bad:
             found("trace_line_not_json", f"{bad} of {len(lines)} lines")
-        try:
-            events = read_trace(result.trace)
-        except Exception as exc:
-            found("trace_unreadable", str(exc).split(".jsonl: ", 1)[-1][:120])
-            return
-        if len(events) != len(result.events) or events[-1].get("kind") != "run_finished":
-            found("trace_incomplete", f"{len(events)} events read, {len(result.events)} emitted")
+        return True
 
 
 def _shape(detail: str) -> str:
