@@ -118,6 +118,8 @@ def test_facts_are_listed_newest_first_up_to_the_limit(facts: MemoryStore) -> No
         ("user:alice", "fine", {"session_id": " s1"}, "session_id must be printable"),
         ("user:alice", "fine", {"run_id": ""}, "run_id must be a non-empty string"),
         ("user:alice", "fine", {"embedding": [0.1], "embedder": "m\n"}, "embedder must be"),
+        # keyword arguments are checked at run time too, on every store
+        ("user:alice", "fine", {"sesion_id": "s1"}, "unknown keyword arguments 'sesion_id'"),
     ],
 )
 def test_a_bad_fact_is_refused_and_nothing_is_kept(

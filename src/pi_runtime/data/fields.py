@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from ..exceptions import UserError
-from ..messages import check_name
+from ..messages import check_keywords, check_name
 from .storage import PageRecord, ReferenceRecord, SnapshotRecord, pages_digest
 
 __all__ = [
@@ -65,7 +65,7 @@ def new_snapshot(
     fields: Mapping[str, object], *, id: str, created_at: datetime
 ) -> tuple[SnapshotRecord, list[PageRecord]]:
     """The snapshot `fields` describe, stored under `id`, and its pages in order."""
-    _check_keys("put_snapshot", NewSnapshot, fields)
+    check_keywords("put_snapshot", NewSnapshot, fields)
     owner = check_name("owner", fields["owner"])
     source = check_name("source", fields["source"])
     pages = fields["pages"]
@@ -113,7 +113,7 @@ def new_reference(
     fields: Mapping[str, object], *, id: str, created_at: datetime
 ) -> ReferenceRecord:
     """The reference `fields` describe, under `id` (the store checks its snapshot exists)."""
-    _check_keys("create_reference", NewReference, fields)
+    check_keywords("create_reference", NewReference, fields)
     owner = check_name("owner", fields["owner"])
     kind = check_name("reference kind", fields["kind"])
     snapshot_id = fields["snapshot_id"]
@@ -128,21 +128,6 @@ def new_reference(
         created_at=created_at,
         expires_at=_expiry(fields.get("expires_at")),
     )
-
-
-def _check_keys(operation: str, declared: Any, fields: Mapping[str, object]) -> None:
-    """Refuse keys `declared` (a TypedDict) does not name, and required keys left out."""
-    known: frozenset[str] = declared.__required_keys__ | declared.__optional_keys__
-    unknown = sorted(set(fields) - known)
-    if unknown:
-        raise UserError(
-            f"{operation}() got unknown keyword arguments {', '.join(map(repr, unknown))}; "
-            f"it takes {', '.join(declared.__annotations__)}"
-        )
-    missing = [key for key in declared.__annotations__ if key in declared.__required_keys__]
-    missing = [key for key in missing if key not in fields]
-    if missing:
-        raise UserError(f"{operation}() needs the keyword arguments {', '.join(missing)}")
 
 
 def _json_object(what: str, value: object) -> dict[str, Any] | None:

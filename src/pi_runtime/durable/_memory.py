@@ -6,7 +6,7 @@ facts`): the store applies them itself, so a fact is the same whichever process 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import delete, select
@@ -17,28 +17,17 @@ from . import schema as t
 from ._tx import Tx, new_id
 
 
-def remember_fact(
-    tx: Tx,
-    scope: str,
-    text: str,
-    *,
-    session_id: str | None,
-    run_id: str | None,
-    embedding: Sequence[float] | None,
-    embedder: str | None,
-) -> tuple[Fact, bool]:
-    new = new_fact(
-        scope, text, session_id=session_id, run_id=run_id, embedding=embedding, embedder=embedder
-    )
+def remember_fact(tx: Tx, scope: str, text: str, origin: Mapping[str, Any]) -> tuple[Fact, bool]:
+    new = new_fact(scope, text, origin)
     key = new.key
     values: dict[str, Any] = {
         "id": new_id("fact"),
         "scope": scope,
         "key": key,
         "text": new.text,
-        "session_id": session_id,
-        "run_id": run_id,
-        "embedder": embedder,
+        "session_id": new.session_id,
+        "run_id": new.run_id,
+        "embedder": new.embedder,
         "embedding": None if new.embedding is None else list(new.embedding),
         "created_at": tx.now,
     }

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Unpack
 
-from ..memory.facts import RECALL_WINDOW, Fact
+from ..memory.facts import RECALL_WINDOW, Fact, FactOrigin
 from . import _memory
 from ._sql_base import SqlBase
 
@@ -16,23 +16,9 @@ class MemorySql(SqlBase):
         self,
         scope: str,
         text: str,
-        *,
-        session_id: str | None = None,
-        run_id: str | None = None,
-        embedding: Sequence[float] | None = None,
-        embedder: str | None = None,
+        **origin: Unpack[FactOrigin],
     ) -> tuple[Fact, bool]:
-        return self._do(
-            lambda tx: _memory.remember_fact(
-                tx,
-                scope,
-                text,
-                session_id=session_id,
-                run_id=run_id,
-                embedding=embedding,
-                embedder=embedder,
-            )
-        )
+        return self._do(lambda tx: _memory.remember_fact(tx, scope, text, origin))
 
     def list_facts(self, scope: str, *, limit: int = RECALL_WINDOW) -> list[Fact]:
         return self._do(lambda tx: _memory.list_facts(tx, scope, limit), read=True)

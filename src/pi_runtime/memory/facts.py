@@ -17,13 +17,13 @@ import hashlib
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, TypedDict, Unpack, runtime_checkable
 
 from ..exceptions import UserError
-from ..messages import check_name, redact, repair_text
+from ..messages import check_keywords, check_name, redact, repair_text
 
 __all__ = [
     "MAX_EMBEDDING_DIMENSIONS",
@@ -31,6 +31,7 @@ __all__ = [
     "MAX_SCOPE_CHARS",
     "RECALL_WINDOW",
     "Fact",
+    "FactOrigin",
     "MemoryStore",
     "NewFact",
     "check_embedding",
@@ -158,19 +159,27 @@ class NewFact:
     text: str
     key: str
     embedding: tuple[float, ...] | None
+    embedder: str | None
+    session_id: str | None
+    run_id: str | None
 
 
-def new_fact(
-    scope: str,
-    text: str,
-    *,
-    session_id: str | None,
-    run_id: str | None,
-    embedding: Sequence[float] | None,
-    embedder: str | None,
-) -> NewFact:
+class FactOrigin(TypedDict, total=False):
+    """Where a fact came from, as `MemoryStore.remember_fact` takes it (all optional)."""
+
+    session_id: str | None
+    run_id: str | None
+    embedding: Sequence[float] | None
+    """The fact's vector, from `embedder` (the two go together)."""
+    embedder: str | None
+
+
+def new_fact(scope: str, text: str, origin: Mapping[str, Any]) -> NewFact:
     """The checks every `MemoryStore.remember_fact` makes, one rule for all stores:
-    UserError for a bad scope, text, embedding or id."""
+    UserError for a bad scope, text, embedding, id or keyword (`origin`: `FactOrigin`)."""
+    check_keywords("remember_fact", FactOrigin, origin)
+    session_id, run_id = origin.get("session_id"), origin.get("run_id")
+    embedding, embedder = origin.get("embedding"), origin.get("embedder")
     check_scope(scope)
     text = clean_fact(text)
     vector = check_embedding(embedding)
@@ -179,7 +188,15 @@ def new_fact(
     for what, value in (("session_id", session_id), ("run_id", run_id), ("embedder", embedder)):
         if value is not None:
             check_name(what, value)
-    return NewFact(scope=scope, text=text, key=fact_key(text), embedding=vector)
+    return NewFact(
+        scope=scope,
+        text=text,
+        key=fact_key(text),
+        embedding=vector,
+        embedder=embedder,
+        session_id=session_id,
+        run_id=run_id,
+    )
 
 
 def check_limit(limit: object) -> int:
@@ -200,11 +217,7 @@ class MemoryStore(Protocol):
         self,
         scope: str,
         text: str,
-        *,
-        session_id: str | None = None,
-        run_id: str | None = None,
-        embedding: Sequence[float] | None = None,
-        embedder: str | None = None,
+        **origin: Unpack[FactOrigin],
     ) -> tuple[Fact, bool]:
         """Keep `text` (cleaned: `clean_fact`) as a fact of `scope`.
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Unpack
 
-from .facts import RECALL_WINDOW, Fact, check_limit, check_scope, new_fact
+from .facts import RECALL_WINDOW, Fact, FactOrigin, check_limit, check_scope, new_fact
 
 __all__ = ["LocalMemoryStore"]
 
@@ -37,20 +38,9 @@ class LocalMemoryStore:
         self,
         scope: str,
         text: str,
-        *,
-        session_id: str | None = None,
-        run_id: str | None = None,
-        embedding: Sequence[float] | None = None,
-        embedder: str | None = None,
+        **origin: Unpack[FactOrigin],
     ) -> tuple[Fact, bool]:
-        new = new_fact(
-            scope,
-            text,
-            session_id=session_id,
-            run_id=run_id,
-            embedding=embedding,
-            embedder=embedder,
-        )
+        new = new_fact(scope, text, origin)
         with self._lock:
             facts = self._facts.setdefault(scope, {})
             known = facts.get(new.key)
@@ -61,10 +51,10 @@ class LocalMemoryStore:
                 scope=scope,
                 text=new.text,
                 created_at=self._clock(),
-                session_id=session_id,
-                run_id=run_id,
+                session_id=new.session_id,
+                run_id=new.run_id,
                 embedding=new.embedding,
-                embedder=embedder,
+                embedder=new.embedder,
             )
             facts[new.key] = fact
             return fact, True

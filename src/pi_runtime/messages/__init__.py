@@ -25,7 +25,14 @@ from ._model import (
     UserOrigin,
 )
 from ._redact import redact, redact_url
-from ._text import check_name, has_surrogates, repair_fields, repair_text, repair_value
+from ._text import (
+    check_keywords,
+    check_name,
+    has_surrogates,
+    repair_fields,
+    repair_text,
+    repair_value,
+)
 from ._tool_error import (
     TOOL_ERROR_HINTS,
     ToolErrorKind,
@@ -56,6 +63,7 @@ __all__ = [
     "Usage",
     "UserMessage",
     "UserOrigin",
+    "check_keywords",
     "check_name",
     "depth_within",
     "error_info_of",

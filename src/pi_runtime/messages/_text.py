@@ -10,6 +10,7 @@ into the one character it spells.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import fields, is_dataclass, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -149,6 +150,22 @@ def _repair_field(value: Any) -> Any:
                 return (*value[:index], fixed, *rest)
         return value
     return repair_value(value)
+
+
+def check_keywords(operation: str, declared: Any, given: Mapping[str, object]) -> None:
+    """Refuse keywords `declared` (a TypedDict a `**kwargs: Unpack[...]` names) does not
+    know, and required ones left out, with UserError: such kwargs take any key at run time."""
+    known: frozenset[str] = declared.__required_keys__ | declared.__optional_keys__
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise UserError(
+            f"{operation}() got unknown keyword arguments {', '.join(map(repr, unknown))}; "
+            f"it takes {', '.join(declared.__annotations__)}"
+        )
+    missing = [key for key in declared.__annotations__ if key in declared.__required_keys__]
+    missing = [key for key in missing if key not in given]
+    if missing:
+        raise UserError(f"{operation}() needs the keyword arguments {', '.join(missing)}")
 
 
 def check_name(what: str, value: object) -> str:
