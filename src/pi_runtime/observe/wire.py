@@ -13,6 +13,7 @@ the difference is a few percent of a turn; pydantic is already a dependency.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, get_args
 
 from pydantic import Discriminator, TypeAdapter
@@ -21,7 +22,14 @@ from pydantic_core import PydanticSerializationError, SchemaSerializer
 from ..messages import Message, repair_fields
 from .events import Event, LoopPhase, MessageAppended, ModelResponded, Transition
 
-_EVENT = TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+
+@functools.cache
+def _union() -> TypeAdapter[Event]:
+    """The whole union, for reading events and `event_to_dict`: built on first use (about
+    30 ms), since a process that only writes traces never needs it."""
+    return TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
+
+
 _BY_CLASS: dict[type, SchemaSerializer] = {
     # one serializer per class writes the union's bytes without its dispatch (~2 µs an
     # event), called directly: `dump_json`'s keyword plumbing costs a third of a small one
@@ -97,7 +105,7 @@ def _dump(event: Event) -> bytes:
                 body,
                 tail[1:],
             )
-    serializer = _BY_CLASS.get(type(event), _EVENT.serializer)
+    serializer = _BY_CLASS.get(type(event)) or _union().serializer
     return serializer.to_json(event, fallback=str, warnings=False)
 
 
@@ -129,7 +137,7 @@ def event_to_json(event: Event) -> bytes:
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """An event as JSON-ready data, `kind` first (the shape of a trace line)."""
-    data: dict[str, Any] = _EVENT.dump_python(
+    data: dict[str, Any] = _union().dump_python(
         repair_fields(event), mode="json", fallback=str, warnings=False
     )
     return data
@@ -140,4 +148,4 @@ def event_from_dict(data: dict[str, Any]) -> Event:
 
     Raises pydantic's ValidationError (a ValueError) for an unknown kind or a bad field.
     """
-    return _EVENT.validate_python(data)
+    return _union().validate_python(data)
