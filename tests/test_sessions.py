@@ -371,6 +371,31 @@ def test_a_worker_reads_a_sessions_agent_once_for_its_job_and_the_run_after_it(
     assert store.get_session("once").status == "completed"  # type: ignore[union-attr]
 
 
+def test_a_continuation_reads_its_session_in_one_transaction(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # messages, the runs its request came through and the decisions it starts from: one
+    # read, not three (a job went from 9 transactions to 7)
+    recipe = one_order_session(store, "one-read", tmp_path)
+    start_turn(store, "one-read", recipe, "buy 5 ACME")
+    reads = {
+        name: record_calls(monkeypatch, store, name)
+        for name in ("turn_inputs", "load_messages", "list_approvals", "get_run")
+    }
+    stats = work(store)
+
+    assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
+    assert {name: len(calls) for name, calls in reads.items()} == {
+        "turn_inputs": 1, "load_messages": 0, "list_approvals": 0, "get_run": 0
+    }  # fmt: skip
+    (run,) = [args[0] for args, _ in reads["turn_inputs"]]
+    inputs = store.turn_inputs(run)
+    assert run.kind == "server_result"
+    assert [r.kind for r in inputs.requested] == ["user"]
+    assert inputs.approvals == []
+    assert [m.message.role for m in inputs.messages][:2] == ["user", "assistant"]
+
+
 def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:
     from pi_runtime.durable.results import json_result
 

@@ -16,7 +16,15 @@ from . import schema as t
 from ._leasing import claim_under_lease
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import JOB_TERMINAL, RUN_FINAL, SESSION_READY, FinishedRun, RunRecord
+from .records import (
+    JOB_TERMINAL,
+    RUN_FINAL,
+    SESSION_READY,
+    FinishedRun,
+    RunRecord,
+    TurnInputs,
+    requested_runs,
+)
 
 # The session status a finished run leaves behind.
 _SESSION_AFTER = {
@@ -25,6 +33,19 @@ _SESSION_AFTER = {
     "failed": "failed",
     "awaiting": "awaiting_server_tool",
 }
+
+
+def turn_inputs(tx: Tx, run: RunRecord) -> TurnInputs:
+    continued = run.kind == "server_result" and run.parent_run_id is not None
+    return TurnInputs(
+        messages=_sessions.load_messages(tx, run.session_id),
+        requested=requested_runs(run, lambda run_id: get_run(tx, run_id)),
+        approvals=[
+            a for a in _approvals.list_for(tx, run.session_id) if a.run_id == run.parent_run_id
+        ]
+        if continued
+        else [],
+    )
 
 
 def get_run(tx: Tx, run_id: str) -> RunRecord | None:

@@ -9,7 +9,14 @@ from ..messages import Message
 from ..tools import PendingApproval
 from . import _delivery, _runs, _sessions
 from ._sql_base import SqlBase
-from .records import CancelResult, FinishedRun, RunRecord, SessionRecord, StoredMessage
+from .records import (
+    CancelResult,
+    FinishedRun,
+    RunRecord,
+    SessionRecord,
+    StoredMessage,
+    TurnInputs,
+)
 from .store import DEFAULT_LEASE_S
 
 
@@ -118,6 +125,9 @@ class RunsSql(SqlBase):
 
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._do(lambda tx: _runs.get_run(tx, run_id), read=True)
+
+    def turn_inputs(self, run: RunRecord) -> TurnInputs:
+        return self._do(lambda tx: _runs.turn_inputs(tx, run), read=True)
 
     def list_runs(self, session_id: str) -> list[RunRecord]:
         return self._do(lambda tx: _runs.list_runs(tx, session_id), read=True)

@@ -36,7 +36,7 @@ from ._lease import Heartbeat
 from .errors import Conflict, LeaseLost, NotFound
 from .recipe import DEFAULT_JOB_ATTEMPTS, stored_recipe
 from .records import ApprovalRecord, Decided
-from .sessions import EventSink, request_of, run_held
+from .sessions import EventSink, request_from, run_held
 from .store import DEFAULT_LEASE_S, Store
 
 
@@ -114,7 +114,8 @@ async def decide(
     run = decided.continuation
     if run is None or run.lease_owner != owner:
         return await asyncio.to_thread(_now, store, approval, checked.event)
-    request = await asyncio.to_thread(request_of, store, run)
+    inputs = await asyncio.to_thread(store.turn_inputs, run)
+    request = request_from(run, inputs.requested)
     turn = await run_held(
         store,
         run,
@@ -124,6 +125,7 @@ async def decide(
         job_max_attempts=await asyncio.to_thread(_attempts, store, session_id),
         on_event=on_event,
         request_elapsed_s=request.elapsed_s,
+        inputs=inputs,
     )
     return turn.result
 

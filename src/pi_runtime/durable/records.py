@@ -5,6 +5,7 @@ re-exported here: the store returns exactly what `pi_runtime.data.DataStore` dec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeAlias
@@ -284,3 +285,33 @@ class CancelResult:
     runs_cancelled: tuple[str, ...]
     jobs_cancelled: tuple[str, ...]
     approvals_cancelled: tuple[str, ...] = ()  # calls no person decided on, answered the same
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnInputs:
+    """What running a held run reads of its session, in one read (`RunStore.turn_inputs`).
+
+    Attributes:
+        messages: the session's conversation as it stands.
+        requested: the runs a continuation's request came through: its parent first, back
+            to the user run that started it (empty for a user run).
+        approvals: the decisions taken on the calls a continuation's parent left waiting
+            (empty for a user run).
+    """
+
+    messages: list[StoredMessage]
+    requested: list[RunRecord]
+    approvals: list[ApprovalRecord]
+
+
+def requested_runs(run: RunRecord, get_run: Callable[[str], RunRecord | None]) -> list[RunRecord]:
+    """The runs `run`'s request came through (`TurnInputs.requested`), read by `get_run`."""
+    requested: list[RunRecord] = []
+    current: RunRecord | None = run
+    seen: set[str] = set()
+    while current is not None and current.kind != "user" and current.id not in seen:
+        seen.add(current.id)
+        current = get_run(current.parent_run_id) if current.parent_run_id else None
+        if current is not None:
+            requested.append(current)
+    return requested

@@ -37,7 +37,7 @@ from ..tools import Launcher, ToolSpec, fingerprint
 from ._lease import Heartbeat
 from .errors import Conflict, LeaseLost
 from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe, definition_here, stored_recipe
-from .records import RunRecord, SessionRecord
+from .records import ApprovalRecord, RunRecord, SessionRecord, TurnInputs, requested_runs
 from .store import DEFAULT_LEASE_S, JobQueue, RunStore, SessionStore, TurnStore
 
 EventSink = Callable[[Event], None]
@@ -118,16 +118,19 @@ class Request:
 def request_of(store: RunStore, run: RunRecord) -> Request:
     """The request `run` serves: itself for a user run, else the user run its chain of
     continuations started from."""
-    elapsed = 0.0
-    current: RunRecord | None = run
-    seen: set[str] = set()
-    while current is not None and current.kind != "user" and current.id not in seen:
-        seen.add(current.id)
-        parent = store.get_run(current.parent_run_id) if current.parent_run_id else None
-        if parent is not None and parent.started_at and parent.finished_at:
-            elapsed += max(0.0, (parent.finished_at - parent.started_at).total_seconds())
-        current = parent
-    return Request(input=dict((current.input if current else None) or {}), elapsed_s=elapsed)
+    return request_from(run, requested_runs(run, store.get_run))
+
+
+def request_from(run: RunRecord, requested: list[RunRecord]) -> Request:
+    """The request `run` serves, from the runs it came through (`TurnInputs.requested`)."""
+    elapsed = sum(
+        max(0.0, (r.finished_at - r.started_at).total_seconds())
+        for r in requested
+        if r.started_at and r.finished_at
+    )
+    first = requested[-1] if requested else run
+    user = first if first.kind == "user" else None
+    return Request(input=dict((user.input if user else None) or {}), elapsed_s=elapsed)
 
 
 def store_launcher(
@@ -222,9 +225,13 @@ async def run_held(
     job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
     on_event: EventSink | None = None,
     request_elapsed_s: float = 0.0,
+    inputs: TurnInputs | None = None,
 ) -> SessionTurn:
     """Run and finish a run `owner` holds: a user run (from its prompt) or a
     `server_result` continuation (from the conversation as it stands).
+
+    `inputs`: what the caller already read of the session (`store.turn_inputs(run)`);
+    read here when not given.
 
     The guards cover the whole user request: a continuation's agent counts the
     request's earlier model calls, tokens and tool calls from the conversation, and
@@ -233,9 +240,10 @@ async def run_held(
     given = run.input or {}
     prompt = given.get("prompt") if run.kind == "user" else None
     choice = given.get("tool_choice") if run.kind == "user" else "auto"
-    stored = await asyncio.to_thread(store.load_messages, run.session_id)
-    history = [s.message for s in stored]
-    prelude = await asyncio.to_thread(decisions_of, store, run)
+    if inputs is None:
+        inputs = await asyncio.to_thread(store.turn_inputs, run)
+    history = [s.message for s in inputs.messages]
+    prelude = decisions_from(inputs.approvals)
     options: dict[str, Any] = {
         "history": history,
         "session_id": run.session_id,
@@ -290,15 +298,11 @@ async def run_held(
     return SessionTurn(run=finished.run, result=result, continuation=finished.continuation)
 
 
-def decisions_of(store: TurnStore, run: RunRecord) -> tuple[Event, ...]:
-    """The decisions a continuation starts from: those a person took on the calls its
-    parent run left waiting, as the events that open its trace."""
-    if run.kind != "server_result" or run.parent_run_id is None:
-        return ()
+def decisions_from(approvals: list[ApprovalRecord]) -> tuple[Event, ...]:
+    """The decisions a continuation starts from (`TurnInputs.approvals`: those a person
+    took on the calls its parent run left waiting), as the events that open its trace."""
     events: list[Event] = []
-    for a in store.list_approvals(run.session_id):
-        if a.run_id != run.parent_run_id:
-            continue
+    for a in approvals:
         if a.status == "approved" and a.decided_arguments is not None:
             edited = fingerprint(a.decided_arguments) != a.fingerprint
             events.append(

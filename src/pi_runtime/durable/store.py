@@ -31,6 +31,7 @@ from .records import (
     RunRecord,
     SessionRecord,
     StoredMessage,
+    TurnInputs,
     WaitRecord,
 )
 
@@ -140,6 +141,11 @@ class RunStore(Protocol):
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
     def list_runs(self, session_id: str) -> list[RunRecord]: ...
+
+    def turn_inputs(self, run: RunRecord) -> TurnInputs:
+        """What running `run` (held) reads of its session, in one read: its messages, the
+        runs its request came through, the decisions a continuation starts from."""
+        ...
 
 
 @runtime_checkable

@@ -38,7 +38,7 @@ from .executor import execute_job
 from .recipe import Recipe, stored_recipe
 from .records import JobRecord, OutboxEvent, RunRecord
 from .results import ResultEncoder, qrp1_result, result_message
-from .sessions import request_of, run_held
+from .sessions import request_from, run_held
 from .store import DEFAULT_LEASE_S, Store
 
 log = logging.getLogger("pi_runtime.durable")
@@ -283,7 +283,8 @@ class Worker:
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:
             recipe = await self._agent_of(run.session_id)
-            request = await asyncio.to_thread(request_of, self.store, run)
+            inputs = await asyncio.to_thread(self.store.turn_inputs, run)
+            request = request_from(run, inputs.requested)
             # the very agent the session defines, with the limits its request was given
             agent = recipe.build_agent(
                 trace_dir=self.trace_dir,
@@ -301,6 +302,7 @@ class Worker:
                     lease_s=self.lease_s,
                     job_max_attempts=recipe.job_max_attempts,
                     request_elapsed_s=request.elapsed_s,
+                    inputs=inputs,
                 )
             )
         except LeaseLost as exc:
