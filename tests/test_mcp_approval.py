@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Collection
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +16,12 @@ import pytest
 
 from cli_support import pi
 from durable_support import *  # noqa: F403
+from durable_support import FakeClock
 from mcp_support import *  # noqa: F403  (the served fixture)
 from mcp_support import APP, Served
 from pi_runtime import Agent, Limits, RunResult, UserError
+from pi_runtime.durable import Store
+from pi_runtime.durable.worker import Worker
 from pi_runtime.loop._mcp import listed
 from pi_runtime.mcp import MCPServer, MCPTools, ServerUnavailable
 from pi_runtime.messages import ToolResultMessage
@@ -192,6 +196,69 @@ def test_a_stored_session_waits_and_pi_approve_in_another_process_runs_the_call_
     again = pi("approve", "s1", pending["call_id"], "--db", db_url, tmp=tmp_path)
     assert again.returncode == 2 and "already approved" in again.stderr
     assert calls.read_text(encoding="utf-8").split()[0::2] == ["echo"]
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "reaches_server"),
+    [
+        ("wide", {"filter": {"city": "Oslo"}}, True),  # idempotent: run again, by the worker
+        ("echo", {"text": "ship it"}, False),  # not: its outcome is unknown, never rerun
+    ],
+)
+def test_a_worker_taking_over_an_approved_call_whose_approver_died_reaches_the_server(
+    store: Store,
+    db_url: str,
+    clock: FakeClock,
+    tmp_path: Path,
+    tool: str,
+    arguments: dict[str, Any],
+    reaches_server: bool,
+) -> None:
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    steps = [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "over"}]
+    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
+    (folder / "agent.toml").write_text(
+        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
+        f'\n[mcp.test]\ncommand = {command}\napproval = ["{tool}"]\n',
+        encoding="utf-8",
+    )
+    calls = tmp_path / "state" / "calls"
+    ran = pi("run", "go", "--agent", str(folder / "agent.toml"), "--session", "s1",
+             "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
+    assert ran.returncode == 3, ran.stderr
+    (pending,) = json.loads(ran.stdout)["pending_approvals"]
+    # an approver took the decision, then died before the call ran or its lease ended
+    store.approve_call(
+        "s1",
+        pending["call_id"],
+        arguments=pending["arguments"],
+        fingerprint=pending["fingerprint"],
+        owner="approver-that-died",
+        lease_s=30,
+        retry_safe=reaches_server,
+    )
+    clock.now += timedelta(minutes=5)
+
+    stats = asyncio.run(Worker(store, poll_s=0.01, trace_dir=False).run(once=True))
+
+    assert dict(stats.runs) == {"completed": 1}
+    session = store.get_session("s1")
+    assert session is not None and session.status == "completed"
+    (answer,) = [
+        m.message
+        for m in store.load_messages("s1")
+        if isinstance(m.message, ToolResultMessage) and m.message.tool_call_id == pending["call_id"]
+    ]
+    if reaches_server:
+        assert dict(stats.jobs) == {"succeeded": 1}
+        assert calls.read_text(encoding="utf-8").split()[0::2] == [tool]  # once, by the worker
+        assert not answer.is_error and "Oslo" in answer.content
+    else:
+        assert not calls.exists()
+        assert answer.is_error and answer.error is not None
+        assert answer.error.kind == "outcome_unknown"
 
 
 class _Unlistable(MCPTools):

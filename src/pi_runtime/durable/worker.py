@@ -32,6 +32,7 @@ from ..exceptions import UserError
 from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
+from ._mcp_jobs import run_mcp_job
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import execute_job
@@ -329,7 +330,14 @@ class Worker:
 
     async def _job(self, job: JobRecord, owner: str) -> None:
         spec = await self._tool_for(job)
-        outcome = await execute_job(self.store, job, spec, owner=owner, lease_s=self.lease_s)
+        outcome = None
+        if spec is None and job.session_id:  # maybe one of the session's MCP tools
+            recipe = await self._agent_of(job.session_id)
+            outcome = await run_mcp_job(
+                self.store, job, recipe, owner=owner, lease_s=self.lease_s, models=self._models
+            )
+        if outcome is None:
+            outcome = await execute_job(self.store, job, spec, owner=owner, lease_s=self.lease_s)
         self.stats.jobs[outcome] += 1
         log.info("job %s (%s) attempt %d: %s", job.id, job.tool, job.attempts, outcome)
 
