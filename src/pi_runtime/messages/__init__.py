@@ -24,6 +24,7 @@ from ._model import (
     UserMessage,
     UserOrigin,
 )
+from ._records import quick_init
 from ._redact import redact, redact_url
 from ._text import check_name, has_surrogates, repair_fields, repair_text, repair_value
 from ._tool_error import (
@@ -70,6 +71,7 @@ __all__ = [
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "quick_init",
     "read_json_lines",
     "redact",
     "redact_url",

@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
+from ._records import quick_init
+
 Phase: TypeAlias = Literal["commentary", "final"]
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length"]
 StopReason: TypeAlias = Literal[
@@ -55,6 +57,7 @@ def _is_unknown(value: object) -> bool:
     return value is None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens one model call (or a whole run) consumed, and what they cost.
@@ -89,6 +92,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextBlock:
     """Visible text. `commentary` accompanies tool calls; `final` answers the user."""
@@ -98,6 +102,7 @@ class TextBlock:
     kind: Literal["text"] = "text"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThinkingBlock:
     """Reasoning the provider exposed; `signature` lets it be sent back verbatim."""
@@ -107,6 +112,7 @@ class ThinkingBlock:
     kind: Literal["thinking"] = "thinking"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A tool call as the model wrote it.
@@ -127,6 +133,7 @@ class ToolCall:
 Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolErrorInfo:
     """What the model reads when a tool call failed."""
@@ -140,6 +147,7 @@ def _is_user(origin: UserOrigin) -> bool:
     return origin == "user"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """A user turn. `origin` tells the user's own words from turns the runtime adds."""
@@ -156,6 +164,7 @@ class UserMessage:
         return self.origin == "user"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     content: tuple[Block, ...]
@@ -174,6 +183,7 @@ class AssistantMessage:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
     """The outcome of one tool call, under the id of the call it answers."""

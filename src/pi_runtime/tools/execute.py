@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..messages import ToolErrorInfo, repair_text
+from ..messages import ToolErrorInfo, quick_init, repair_text
 from ._eager import start
 from .classify import ErrorClass, classify
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
@@ -48,6 +48,7 @@ def backoff(
     return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:
     """One execution attempt of a tool call."""
@@ -59,6 +60,7 @@ class Attempt:
     retry_in_ms: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Execution:
     """How a call ended: its (converted) value, or the error of its last attempt."""
