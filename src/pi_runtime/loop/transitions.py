@@ -79,6 +79,20 @@ def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: ob
     return evolve(state, phase=target, **changes), events
 
 
+def _observe_next(state: RunState, events: list[Event], **changes: object) -> Step:
+    """REFLECT moves to OBSERVE; with nothing pending, on to THINK in the same copy.
+
+    OBSERVE with nothing to take in only moves on (see `observe`): both transitions are
+    written as ever, but the state between them, which nothing reads, is never made
+    (a copy of the state a turn).
+    """
+    if state.pending:
+        return _move(state, "observe", events, **changes)
+    events.append(Transition(source=state.phase, target="observe", step=state.steps))
+    events.append(Transition(source="observe", target="think", step=state.steps))
+    return evolve(state, phase="think", **changes), events
+
+
 def _append(
     state_messages: tuple[Message, ...], new: list[Message], events: list[Event]
 ) -> tuple[Message, ...]:
@@ -297,7 +311,8 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
 
 def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     """Check the guards over the whole request: stop with the first that trips, else
-    OBSERVE again (told to answer without tools once the tool calls are used up)."""
+    OBSERVE again (told to answer without tools once the tool calls are used up), and
+    on to THINK when there is nothing to observe."""
     verdict = check_guards(
         limits=limits,
         steps=state.request_steps,
@@ -313,7 +328,7 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
         return finish(state, reason, detail, guard=None if guard == reason else guard)
     cap = limits.max_tool_calls
     if cap is None or state.tool_calls < cap:
-        return _move(state, "observe", [])
+        return _observe_next(state, [])
     if not state.tool_limit_notice:
         pending = (*state.pending, tool_limit_notice(cap))
         return _move(
@@ -327,7 +342,7 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     if state.response is not None and state.response.tool_calls:
         detail = f"the model kept calling tools after its {cap} tool calls were used up"
         return finish(state, "max_steps", detail, guard="max_tool_calls")
-    return _move(state, "observe", [], next_tool_choice="none")
+    return _observe_next(state, [], next_tool_choice="none")
 
 
 def tripped(trip: Trip) -> GuardrailTripped:
