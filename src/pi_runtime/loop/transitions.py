@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from ..guardrails import Trip
@@ -37,13 +38,16 @@ from ..observe import (
     ToolRetried,
     Transition,
 )
-from ..tools import ToolOutcome
+from ..tools import PendingApproval, ToolOutcome
 from .breakers import tool_limit_notice
 from .carry import KEEP
 from .guards import Limits, check_guards
 from .state import RunState, evolve
 
 Step = tuple[RunState, list[Event]]
+
+_DURATION = attrgetter("duration_ms")
+"""A tool attempt's duration: summed over a call's attempts without a comprehension."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,9 +119,9 @@ def observe(state: RunState) -> Step:
     return _move(state, "think", events, messages=messages, pending=(), anchor=anchor)
 
 
-def _with_phases(message: AssistantMessage) -> AssistantMessage:
-    """Text beside tool calls is commentary; text of a message without calls is final."""
-    phase: Phase = "commentary" if message.tool_calls else "final"
+def _with_phases(message: AssistantMessage, phase: Phase) -> AssistantMessage:
+    """`message` with its text in `phase`: text beside tool calls is commentary, text of a
+    message without calls is final."""
     for block in message.content:
         if isinstance(block, TextBlock) and block.phase != phase:
             break
@@ -151,7 +155,9 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
     again, until the contract's repairs are spent (`contract_violation`).
     """
     events: list[Event] = []
-    message = _with_phases(within_output_limit(response))
+    message = within_output_limit(response)
+    calls = message.tool_calls  # asked once: a property that builds a tuple
+    message = _with_phases(message, "commentary" if calls else "final")
     common = {
         "messages": _append(state.messages, [message], events),
         "steps": state.steps + 1,
@@ -160,7 +166,7 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
         "next_tool_choice": "auto",  # one-shot: consumed by the call just made
         "response": message,
     }
-    if not message.tool_calls:
+    if not calls:
         if check is None:
             return _move(
                 state, "done", events, stop_reason="final_answer", output=message.text, **common
@@ -203,17 +209,21 @@ def act(
     results: list[str] = []
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
-    approvals = [o.approval for o in outcomes if o.approval is not None]
+    approvals: list[PendingApproval] = []
+    answers: list[Message] = []
     if digests is None:
         digests = [action_hash(o.call.name, o.call.arguments, o.call.raw) for o in outcomes]
     for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
         actions.append(act_hash)
+        if message is not None:
+            answers.append(message)
         if outcome.trips:
             events.extend([tripped(trip) for trip in outcome.trips])
         if outcome.approval is not None:
             # checked, not run: a person decides (the call counts for loop detection now)
             pending = outcome.approval
+            approvals.append(pending)
             events.append(
                 ApprovalRequested(
                     tool_call_id=call.id,
@@ -250,7 +260,7 @@ def act(
                 error_kind=message.error.kind if message.error else None,
                 error_class=outcome.error_class,
                 attempts=len(outcome.attempts),
-                duration_ms=round(sum([a.duration_ms for a in outcome.attempts]), 3),
+                duration_ms=round(sum(map(_DURATION, outcome.attempts)), 3),
                 idempotency_key=outcome.idempotency_key,
                 result_bytes=outcome.result_bytes,
                 result_truncated=outcome.result_truncated,
@@ -267,7 +277,7 @@ def act(
                 "tool_error",
                 f"{call.name}: {message.error.message if message.error else 'failed'}",
             )
-    messages = _append(state.messages, [o.message for o in outcomes if o.message], events)
+    messages = _append(state.messages, answers, events)
     changes = {
         "messages": messages,
         "waits": state.waits + tuple(waits),
