@@ -86,7 +86,7 @@ class BuiltContext:
             "anchor": self.anchor,
             "tokens": self.layers,
             "steps": list(self.steps),
-            "dropped": [list(r) for r in self.dropped],
+            "dropped": list(map(list, self.dropped)),
             "truncated": list(self.truncated),
             "digested": list(self.digested),
             "window": self.window,

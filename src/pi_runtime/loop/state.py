@@ -101,5 +101,9 @@ def evolve(state: RunState, **changes: Any) -> RunState:
     values = state.__dict__.copy()
     values.update(changes)
     new = object.__new__(RunState)
-    object.__setattr__(new, "__dict__", values)  # frozen: its own __setattr__ refuses
+    _SET_FIELDS(new, values)  # frozen: its own __setattr__ refuses
     return new
+
+
+_SET_FIELDS = RunState.__dict__["__dict__"].__set__
+"""Sets an instance's `__dict__` directly: `object.__setattr__` looks it up by name first."""
