@@ -42,7 +42,7 @@ from ..tools import PendingApproval, ToolOutcome
 from .breakers import tool_limit_notice
 from .carry import KEEP
 from .guards import Limits, check_guards
-from .state import RunState, evolve
+from .state import RunState, evolved
 
 Step = tuple[RunState, list[Event]]
 
@@ -80,7 +80,8 @@ GUARDS = frozenset(
 
 def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
     events.append(Transition(source=state.phase, target=target, step=state.steps))
-    return evolve(state, phase=target, **changes), events
+    changes["phase"] = target
+    return evolved(state, changes), events
 
 
 def _observe_next(state: RunState, events: list[Event], **changes: object) -> Step:
@@ -94,7 +95,8 @@ def _observe_next(state: RunState, events: list[Event], **changes: object) -> St
         return _move(state, "observe", events, **changes)
     events.append(Transition(source=state.phase, target="observe", step=state.steps))
     events.append(Transition(source="observe", target="think", step=state.steps))
-    return evolve(state, phase="think", **changes), events
+    changes["phase"] = "think"
+    return evolved(state, changes), events
 
 
 def _append(

@@ -93,11 +93,12 @@ async def execute(
         scope: entered around each attempt (a job's checkpoint scope).
         passthrough: exceptions that are not the tool's to report; they propagate.
     """
-    kwargs = dict(kwargs)
-    if spec.takes_idempotency_key:
-        kwargs[IDEMPOTENCY_PARAM] = key
-    if spec.takes_session_id:
-        kwargs[SESSION_PARAM] = session_id
+    if spec.takes_idempotency_key or spec.takes_session_id:
+        kwargs = dict(kwargs)  # the caller's stay as they were
+        if spec.takes_idempotency_key:
+            kwargs[IDEMPOTENCY_PARAM] = key
+        if spec.takes_session_id:
+            kwargs[SESSION_PARAM] = session_id
     attempts: list[Attempt] = []
     number = 0
     while True:
