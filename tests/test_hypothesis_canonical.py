@@ -199,3 +199,22 @@ def test_detect_loop_needs_a_full_repeat_of_the_cycle(abc: list[str]) -> None:
     assert detect_loop((a, b, a), Limits()) is None
     assert detect_loop((a, b, c, a), Limits()) is None
     assert detect_loop((a, b, c, a, b, c), Limits()) is not None
+
+
+FLAT_OBJECTS = st.dictionaries(
+    st.text(st.characters(exclude_categories=()), max_size=6),
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.text(st.characters(exclude_categories=()), max_size=8),
+    max_size=6,
+)
+
+
+@given(FLAT_OBJECTS)
+def test_a_flat_object_is_spelled_as_the_json_encoder_spells_it(arguments: dict[str, Any]) -> None:
+    # flat arguments skip the encoder's setup: the text (hashed, and fingerprinted for
+    # approvals) must stay the encoder's, surrogates and control characters included
+    expected = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+    assert canonical_json(arguments) == expected

@@ -6,7 +6,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from pi_runtime.loop.state import RunState, evolve
+from pi_runtime.loop.state import RunState, evolve, evolved
 from pi_runtime.messages import UserMessage
 
 
@@ -33,3 +33,11 @@ def test_evolve_refuses_a_field_the_state_does_not_have() -> None:
 def test_an_evolved_state_is_still_frozen() -> None:
     with pytest.raises(AttributeError):
         evolve(RunState(), steps=1).steps = 2  # type: ignore[misc]
+
+
+def test_evolved_takes_its_changes_as_a_dict_and_checks_them_alike() -> None:
+    state = RunState(steps=3, actions=("a",))
+
+    assert evolved(state, {"phase": "act", "steps": 4}) == evolve(state, phase="act", steps=4)
+    with pytest.raises(TypeError, match="'stpes'"):
+        evolved(state, {"stpes": 1})

@@ -37,6 +37,7 @@ from ..messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    quick_init,
 )
 from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
 from .budget import DEFAULT_CONTEXT_WINDOW, Budget
@@ -54,6 +55,7 @@ MemoryLayer = Callable[[int], str]
 """Gives the memory layer's block that fits in a number of tokens ("" for none)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BuiltContext:
     """The messages to send and how they were made to fit."""
@@ -84,7 +86,7 @@ class BuiltContext:
             "anchor": self.anchor,
             "tokens": self.layers,
             "steps": list(self.steps),
-            "dropped": [list(r) for r in self.dropped],
+            "dropped": list(map(list, self.dropped)),
             "truncated": list(self.truncated),
             "digested": list(self.digested),
             "window": self.window,

@@ -6,6 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, Literal
 
 from ..context import ContextBuilder
@@ -42,6 +43,8 @@ from .guards import Limits
 from .state import RunState
 
 Emit = Callable[[Event], None]
+
+_NAME = attrgetter("name")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -218,7 +221,7 @@ class Driver:
                 step=state.steps + 1,
                 message_count=len(state.messages),
                 tool_choice=state.next_tool_choice,
-                tools=tuple([d.name for d in tools]),
+                tools=tuple(map(_NAME, tools)),
                 input_tokens=input_tokens,
                 context=built.report(),
                 summary=built.summary,

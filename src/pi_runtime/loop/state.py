@@ -93,6 +93,12 @@ def evolve(state: RunState, **changes: Any) -> RunState:
     its time checking and setting fields one by one through the frozen `__init__`. A
     RunState has no `__post_init__` to skip, so copying its fields gives the same value.
     """
+    return evolved(state, changes)
+
+
+def evolved(state: RunState, changes: dict[str, Any]) -> RunState:
+    """`evolve` with the changes in a dict of their own (the caller's to give away):
+    spared packing them into keywords a second time on the way."""
     if not _NAMES.issuperset(changes):
         unknown = sorted(changes.keys() - _NAMES)
         raise TypeError(f"RunState has no field {unknown[0]!r}")
@@ -101,5 +107,9 @@ def evolve(state: RunState, **changes: Any) -> RunState:
     values = state.__dict__.copy()
     values.update(changes)
     new = object.__new__(RunState)
-    object.__setattr__(new, "__dict__", values)  # frozen: its own __setattr__ refuses
+    _SET_FIELDS(new, values)  # frozen: its own __setattr__ refuses
     return new
+
+
+_SET_FIELDS = RunState.__dict__["__dict__"].__set__
+"""Sets an instance's `__dict__` directly: `object.__setattr__` looks it up by name first."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from ..guardrails import Trip
@@ -37,13 +38,16 @@ from ..observe import (
     ToolRetried,
     Transition,
 )
-from ..tools import ToolOutcome
+from ..tools import PendingApproval, ToolOutcome
 from .breakers import tool_limit_notice
 from .carry import KEEP
 from .guards import Limits, check_guards
-from .state import RunState, evolve
+from .state import RunState, evolved
 
 Step = tuple[RunState, list[Event]]
+
+_DURATION = attrgetter("duration_ms")
+"""A tool attempt's duration: summed over a call's attempts without a comprehension."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,7 +80,23 @@ GUARDS = frozenset(
 
 def _move(state: RunState, target: LoopPhase, events: list[Event], **changes: object) -> Step:
     events.append(Transition(source=state.phase, target=target, step=state.steps))
-    return evolve(state, phase=target, **changes), events
+    changes["phase"] = target
+    return evolved(state, changes), events
+
+
+def _observe_next(state: RunState, events: list[Event], **changes: object) -> Step:
+    """REFLECT moves to OBSERVE; with nothing pending, on to THINK in the same copy.
+
+    OBSERVE with nothing to take in only moves on (see `observe`): both transitions are
+    written as ever, but the state between them, which nothing reads, is never made
+    (a copy of the state a turn).
+    """
+    if state.pending:
+        return _move(state, "observe", events, **changes)
+    events.append(Transition(source=state.phase, target="observe", step=state.steps))
+    events.append(Transition(source="observe", target="think", step=state.steps))
+    changes["phase"] = "think"
+    return evolved(state, changes), events
 
 
 def _append(
@@ -101,9 +121,9 @@ def observe(state: RunState) -> Step:
     return _move(state, "think", events, messages=messages, pending=(), anchor=anchor)
 
 
-def _with_phases(message: AssistantMessage) -> AssistantMessage:
-    """Text beside tool calls is commentary; text of a message without calls is final."""
-    phase: Phase = "commentary" if message.tool_calls else "final"
+def _with_phases(message: AssistantMessage, phase: Phase) -> AssistantMessage:
+    """`message` with its text in `phase`: text beside tool calls is commentary, text of a
+    message without calls is final."""
     for block in message.content:
         if isinstance(block, TextBlock) and block.phase != phase:
             break
@@ -137,7 +157,9 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
     again, until the contract's repairs are spent (`contract_violation`).
     """
     events: list[Event] = []
-    message = _with_phases(within_output_limit(response))
+    message = within_output_limit(response)
+    calls = message.tool_calls  # asked once: a property that builds a tuple
+    message = _with_phases(message, "commentary" if calls else "final")
     common = {
         "messages": _append(state.messages, [message], events),
         "steps": state.steps + 1,
@@ -146,7 +168,7 @@ def think(state: RunState, response: AssistantMessage, check: Verdict | None = N
         "next_tool_choice": "auto",  # one-shot: consumed by the call just made
         "response": message,
     }
-    if not message.tool_calls:
+    if not calls:
         if check is None:
             return _move(
                 state, "done", events, stop_reason="final_answer", output=message.text, **common
@@ -189,17 +211,21 @@ def act(
     results: list[str] = []
     fatal: tuple[StopReason, str] | None = None
     waits: list[tuple[str, str]] = []
-    approvals = [o.approval for o in outcomes if o.approval is not None]
+    approvals: list[PendingApproval] = []
+    answers: list[Message] = []
     if digests is None:
         digests = [action_hash(o.call.name, o.call.arguments, o.call.raw) for o in outcomes]
     for outcome, act_hash in zip(outcomes, digests, strict=True):
         call, message = outcome.call, outcome.message
         actions.append(act_hash)
+        if message is not None:
+            answers.append(message)
         if outcome.trips:
             events.extend([tripped(trip) for trip in outcome.trips])
         if outcome.approval is not None:
             # checked, not run: a person decides (the call counts for loop detection now)
             pending = outcome.approval
+            approvals.append(pending)
             events.append(
                 ApprovalRequested(
                     tool_call_id=call.id,
@@ -236,7 +262,7 @@ def act(
                 error_kind=message.error.kind if message.error else None,
                 error_class=outcome.error_class,
                 attempts=len(outcome.attempts),
-                duration_ms=round(sum([a.duration_ms for a in outcome.attempts]), 3),
+                duration_ms=round(sum(map(_DURATION, outcome.attempts)), 3),
                 idempotency_key=outcome.idempotency_key,
                 result_bytes=outcome.result_bytes,
                 result_truncated=outcome.result_truncated,
@@ -253,7 +279,7 @@ def act(
                 "tool_error",
                 f"{call.name}: {message.error.message if message.error else 'failed'}",
             )
-    messages = _append(state.messages, [o.message for o in outcomes if o.message], events)
+    messages = _append(state.messages, answers, events)
     changes = {
         "messages": messages,
         "waits": state.waits + tuple(waits),
@@ -297,7 +323,8 @@ def interrupted(state: RunState, reason: StopReason, detail: str) -> Step:
 
 def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     """Check the guards over the whole request: stop with the first that trips, else
-    OBSERVE again (told to answer without tools once the tool calls are used up)."""
+    OBSERVE again (told to answer without tools once the tool calls are used up), and
+    on to THINK when there is nothing to observe."""
     verdict = check_guards(
         limits=limits,
         steps=state.request_steps,
@@ -313,7 +340,7 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
         return finish(state, reason, detail, guard=None if guard == reason else guard)
     cap = limits.max_tool_calls
     if cap is None or state.tool_calls < cap:
-        return _move(state, "observe", [])
+        return _observe_next(state, [])
     if not state.tool_limit_notice:
         pending = (*state.pending, tool_limit_notice(cap))
         return _move(
@@ -327,7 +354,7 @@ def reflect(state: RunState, limits: Limits, elapsed_s: float) -> Step:
     if state.response is not None and state.response.tool_calls:
         detail = f"the model kept calling tools after its {cap} tool calls were used up"
         return finish(state, "max_steps", detail, guard="max_tool_calls")
-    return _move(state, "observe", [], next_tool_choice="none")
+    return _observe_next(state, [], next_tool_choice="none")
 
 
 def tripped(trip: Trip) -> GuardrailTripped:

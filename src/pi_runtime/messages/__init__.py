@@ -24,6 +24,7 @@ from ._model import (
     UserMessage,
     UserOrigin,
 )
+from ._records import quick_init
 from ._redact import redact, redact_url
 from ._text import (
     check_keywords,
@@ -78,6 +79,7 @@ __all__ = [
     "messages_from_list",
     "messages_to_list",
     "parse_object",
+    "quick_init",
     "read_json_lines",
     "redact",
     "redact_url",

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias, TypeGuard
 
 from pydantic import Field
+
+from ._records import quick_init
 
 Phase: TypeAlias = Literal["commentary", "final"]
 FinishReason: TypeAlias = Literal["stop", "tool_calls", "length"]
@@ -55,6 +58,7 @@ def _is_unknown(value: object) -> bool:
     return value is None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:
     """Tokens one model call (or a whole run) consumed, and what they cost.
@@ -89,6 +93,7 @@ class Usage:
         return self.input_tokens + self.output_tokens
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextBlock:
     """Visible text. `commentary` accompanies tool calls; `final` answers the user."""
@@ -98,6 +103,7 @@ class TextBlock:
     kind: Literal["text"] = "text"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ThinkingBlock:
     """Reasoning the provider exposed; `signature` lets it be sent back verbatim."""
@@ -107,6 +113,7 @@ class ThinkingBlock:
     kind: Literal["thinking"] = "thinking"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCall:
     """A tool call as the model wrote it.
@@ -126,7 +133,11 @@ class ToolCall:
 
 Block: TypeAlias = TextBlock | ThinkingBlock | ToolCall
 
+_is_tool_call: Callable[[object], TypeGuard[ToolCall]] = ToolCall.__instancecheck__  # type: ignore[assignment]
+"""`isinstance(block, ToolCall)` as a function of the block alone (a C call)."""
 
+
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolErrorInfo:
     """What the model reads when a tool call failed."""
@@ -140,6 +151,7 @@ def _is_user(origin: UserOrigin) -> bool:
     return origin == "user"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserMessage:
     """A user turn. `origin` tells the user's own words from turns the runtime adds."""
@@ -156,6 +168,7 @@ class UserMessage:
         return self.origin == "user"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssistantMessage:
     content: tuple[Block, ...]
@@ -166,14 +179,16 @@ class AssistantMessage:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        # a list, not a generator: asked several times a turn, and half the cost
-        return tuple([b for b in self.content if isinstance(b, ToolCall)])
+        # filtered in C by isinstance's own check: no comprehension frame (asked of
+        # every answer, several times a turn)
+        return tuple(filter(_is_tool_call, self.content))
 
     @property
     def text(self) -> str:
         return "".join(b.text for b in self.content if isinstance(b, TextBlock))
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResultMessage:
     """The outcome of one tool call, under the id of the call it answers."""

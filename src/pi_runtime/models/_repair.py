@@ -18,7 +18,15 @@ from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from ..messages import repair_fields, repair_text
+from ..messages import (
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+    repair_fields,
+    repair_text,
+    repair_value,
+)
 from .base import (
     ModelRequest,
     ModelResponse,
@@ -67,7 +75,54 @@ def stream_is_repaired(model: object) -> bool:
 
 def repair_response(response: ModelResponse) -> ModelResponse:
     """`response` with every string repaired; the very object when nothing needed it."""
+    if _surely_clean(response):
+        return response  # most answers: no need to walk them field by field
     return repair_fields(response)
+
+
+_NUMBERS = frozenset({int, float, type(None)})
+_PLAIN = frozenset({str, dict, list})
+
+
+def _plain_clean(value: object) -> bool:
+    """None, or a str, dict or list (JSON data) in which nothing needs repair."""
+    return value is None or (type(value) in _PLAIN and repair_value(value) is value)
+
+
+def _surely_clean(response: ModelResponse) -> bool:
+    """True only when no string in `response` can hold a surrogate: it is made of the
+    usual types and all its text is ASCII. False says nothing: `repair_fields` then looks
+    at every field. A fraction of that walk for an answer of a few blocks (every answer
+    of every model passes here)."""
+    usage = response.usage
+    if (
+        type(response) is not ModelResponse
+        or type(usage) is not Usage
+        or type(usage.input_tokens) is not int
+        or type(usage.output_tokens) is not int
+        or type(usage.cached_tokens) is not int
+        or type(usage.cost_usd) not in _NUMBERS
+        or type(response.content) is not tuple
+        or not _plain_clean(response.raw)
+    ):
+        return False
+    texts = [response.finish_reason, response.model or ""]
+    for block in response.content:
+        # exact types: a subclass may add fields only the walk would look at
+        if type(block) is ToolCall:
+            if type(block.truncated) is not bool or not _plain_clean(block.arguments):
+                return False
+            texts += (block.id, block.name, block.raw, block.kind)
+        elif type(block) is TextBlock:
+            texts += (block.text, block.phase, block.kind)
+        elif type(block) is ThinkingBlock:
+            texts += (block.text, block.signature or "", block.kind)
+        else:
+            return False
+    try:
+        return "".join(texts).isascii()  # `join` takes nothing but strings
+    except TypeError:
+        return False
 
 
 class _DeltaRepair:

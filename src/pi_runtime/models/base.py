@@ -7,7 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ..exceptions import UserError
-from ..messages import AssistantMessage, Block, FinishReason, Message, ToolCall, Usage
+from ..messages import (
+    AssistantMessage,
+    Block,
+    FinishReason,
+    Message,
+    ToolCall,
+    Usage,
+    quick_init,
+)
 
 ToolChoice: TypeAlias = str
 """`auto`, `required`, `none`, or the name of one tool the next call must use."""
@@ -43,6 +51,7 @@ class ModelSettings:
     temperature: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequest:
     """Everything one model call needs. `messages` is the whole conversation so far."""
@@ -65,6 +74,7 @@ class ModelRequest:
         return sum(1 for m in self.messages if m.role == "assistant")
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponse:
     """One complete model answer in neutral form, plus the provider's raw payload."""

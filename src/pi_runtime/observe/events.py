@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field
 
-from ..messages import AssistantMessage, Message, Usage
+from ..messages import AssistantMessage, Message, Usage, quick_init
 
 
 def _is_none(value: object) -> bool:
@@ -41,6 +41,7 @@ class RunStarted:
     """That run's tool call this run answers."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Transition:
     """The loop moved from one phase to the next."""
@@ -51,6 +52,7 @@ class Transition:
     step: int
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageAppended:
     """A message joined the conversation; `index` is its position in it."""
@@ -60,6 +62,7 @@ class MessageAppended:
     message: Annotated[Message, Field(discriminator="role")]
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelRequested:
     """A model call: the conversation's first `message_count` messages plus these settings."""
@@ -80,6 +83,7 @@ class ModelRequested:
     """The template the system prompt came from: name, version, sha256."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelResponded:
     kind: Literal["model_response"] = "model_response"
@@ -123,6 +127,7 @@ class ToolRetried:
     retry_in_ms: float
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolResult:
     """One tool call's outcome (`executed` is False when the gate refused it)."""

@@ -20,7 +20,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..messages import ToolErrorInfo, repair_text
+from ..messages import ToolErrorInfo, quick_init, repair_text
 from ._eager import start
 from .classify import ErrorClass, classify
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
@@ -48,6 +48,7 @@ def backoff(
     return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:
     """One execution attempt of a tool call."""
@@ -59,6 +60,7 @@ class Attempt:
     retry_in_ms: float | None = None
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Execution:
     """How a call ended: its (converted) value, or the error of its last attempt."""
@@ -91,11 +93,12 @@ async def execute(
         scope: entered around each attempt (a job's checkpoint scope).
         passthrough: exceptions that are not the tool's to report; they propagate.
     """
-    kwargs = dict(kwargs)
-    if spec.takes_idempotency_key:
-        kwargs[IDEMPOTENCY_PARAM] = key
-    if spec.takes_session_id:
-        kwargs[SESSION_PARAM] = session_id
+    if spec.takes_idempotency_key or spec.takes_session_id:
+        kwargs = dict(kwargs)  # the caller's stay as they were
+        if spec.takes_idempotency_key:
+            kwargs[IDEMPOTENCY_PARAM] = key
+        if spec.takes_session_id:
+            kwargs[SESSION_PARAM] = session_id
     attempts: list[Attempt] = []
     number = 0
     while True:

@@ -24,6 +24,7 @@ from ..messages import (
     ToolCall,
     ToolErrorKind,
     ToolResultMessage,
+    quick_init,
     redact,
     repair_text,
     tool_error_info,
@@ -43,6 +44,7 @@ Launcher = Callable[[ToolCall, ToolSpec, dict[str, Any], str | None], Awaitable[
 """(call, tool, JSON arguments, idempotency key) → job id of the started job."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolOutcome:
     """What became of one tool call: the message for the model and how it got there."""
