@@ -70,16 +70,8 @@ def action_hash(name: str, arguments: dict[str, Any] | None, raw: str) -> str:
     if arguments is None:
         arguments = parse_object(raw)[0]  # adapters may leave parsing to the gate
     body = canonical_json(arguments) if arguments is not None else "".join(raw.split())
-    return text_hash(f"{name}\x1f{body}")
+    return hashlib.sha256(f"{name}\x1f{body}".encode(errors="surrogatepass")).hexdigest()[:24]
 
 
 def text_hash(text: str) -> str:
-    """24 hex digits of BLAKE2s over `text`.
-
-    These hashes only tell a request's calls and results apart inside the process that
-    computes them (loop and no-progress detection; a continuation recomputes them from
-    the conversation), so no cryptographic standard is owed: BLAKE2s of 96 bits is as
-    safe from chance collisions there and starts up cheaper than OpenSSL's SHA-256 (two
-    hashes a tool call). Approval fingerprints, which are stored, stay SHA-256.
-    """
-    return hashlib.blake2s(text.encode(errors="surrogatepass"), digest_size=12).hexdigest()
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()[:24]
