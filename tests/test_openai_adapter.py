@@ -498,9 +498,9 @@ def server_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
-            # as Pi's own engine runs llama.cpp: waiting threads spin briefly, then sleep,
-            # so the server does not burn the CPU the other tests share
-            env={"GOMP_SPINCOUNT": "30000", **os.environ, "PYTHONUNBUFFERED": "1"},
+            # as Pi's own engine runs llama.cpp: waiting threads sleep, not spin, so the
+            # server does not burn the CPU the other tests share
+            env={"OMP_WAIT_POLICY": "PASSIVE", **os.environ, "PYTHONUNBUFFERED": "1"},
         )
     url = f"http://127.0.0.1:{port}/v1"
     try:

@@ -54,16 +54,13 @@ _engines_lock = threading.Lock()
 def llama_module(name: str = "llama_cpp") -> Any:
     """`llama_cpp` (or one of its modules), or a `ModelError` saying how to install it.
 
-    Before llama.cpp's libraries load: OpenMP threads that wait for each other spin
-    30,000 times, not OpenMP's 300,000, before they sleep, unless the environment sets
-    either. Spinning that long, the second prompt thread burned whole time slices whenever
-    another process held the other core: a prompt of 11 new tokens took 8 s of CPU
-    instead of 0.3 s, and the weather demo with one core busy 51 s (57 s of CPU) instead
-    of 46 s (47 s). Never spinning (`OMP_WAIT_POLICY=PASSIVE`) cost an idle machine about
-    a tenth of the demo's time; 30,000 did not. OpenMP reads these once, when it loads.
+    Before llama.cpp's libraries load: OpenMP threads that wait for each other sleep
+    rather than spin, unless the environment says otherwise. Spinning, the second prompt
+    thread burned whole time slices whenever another process held the other core: a
+    prompt of 11 new tokens took 8 s of CPU instead of 0.3 s, and the weather demo on a
+    busy machine 61 s of CPU instead of 44 (OpenMP reads this once, when it loads).
     """
-    if "OMP_WAIT_POLICY" not in os.environ:
-        os.environ.setdefault("GOMP_SPINCOUNT", "30000")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         return importlib.import_module(name)
     except ImportError:
