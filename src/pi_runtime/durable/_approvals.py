@@ -18,35 +18,37 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from ..messages import ToolErrorKind, ToolResultMessage, tool_error_info, tool_error_result
 from ..tools import PendingApproval, fingerprint
 from . import _delivery, _jobs, _rows, _runs, _sessions, _waits
 from . import schema as t
+from ._stmts import key
 from ._tx import Tx, check_id, check_json, check_lease
 from .errors import Conflict, NotFound
 from .records import ApprovalRecord, Decided
 
 Take = tuple[str, float]
 
+_OF_SESSION = (
+    select(t.approvals)
+    .where(t.approvals.c.session_id == bindparam(key("session_id")))
+    .order_by(t.approvals.c.created_at, t.approvals.c.tool_call_id)
+)
+_STATES = (
+    select(t.approvals.c.status).where(t.approvals.c.run_id == bindparam(key("run_id"))).distinct()
+)
+
 
 def get(tx: Tx, session_id: str, tool_call_id: str) -> ApprovalRecord | None:
-    row = tx.conn.execute(
-        select(t.approvals).where(
-            t.approvals.c.session_id == session_id, t.approvals.c.tool_call_id == tool_call_id
-        )
-    ).one_or_none()
+    row = tx.find(t.approvals, session_id=session_id, tool_call_id=tool_call_id)
     return None if row is None else _rows.approval(row)
 
 
 def list_for(tx: Tx, session_id: str) -> list[ApprovalRecord]:
-    query = (
-        select(t.approvals)
-        .where(t.approvals.c.session_id == session_id)
-        .order_by(t.approvals.c.created_at, t.approvals.c.tool_call_id)
-    )
-    return [_rows.approval(row) for row in tx.conn.execute(query)]
+    rows = tx.conn.execute(_OF_SESSION, {key("session_id"): session_id})
+    return [_rows.approval(row) for row in rows]
 
 
 def register(tx: Tx, session_id: str, run_id: str, pending: Sequence[PendingApproval]) -> None:
@@ -77,8 +79,7 @@ def register(tx: Tx, session_id: str, run_id: str, pending: Sequence[PendingAppr
 
 def states(tx: Tx, run_id: str) -> set[str]:
     """The distinct statuses of the approvals a run registered."""
-    query = select(t.approvals.c.status).where(t.approvals.c.run_id == run_id).distinct()
-    return {row.status for row in tx.conn.execute(query)}
+    return {row.status for row in tx.conn.execute(_STATES, {key("run_id"): run_id})}
 
 
 def count(tx: Tx, run_id: str) -> int:

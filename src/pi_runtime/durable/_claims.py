@@ -17,14 +17,16 @@ from .records import JobRecord, OutboxEvent, RunRecord
 Work = OutboxEvent | RunRecord | JobRecord
 
 
+_ANY = select(
+    exists().where(_delivery.CLAIMABLE_EVENTS)
+    | exists().where(_runs.CLAIMABLE_RUNS)
+    | exists().where(_jobs.CLAIMABLE_JOBS)
+)
+
+
 def anything_claimable(tx: Tx) -> bool:
     """Whether a claim could find something now (it may still lose the race for it)."""
-    query = select(
-        exists().where(_delivery.claimable_events(tx.now))
-        | exists().where(_runs.claimable_runs(tx.now))
-        | exists().where(_jobs.claimable_jobs(tx.now))
-    )
-    return bool(tx.conn.execute(query).scalar())
+    return bool(tx.conn.execute(_ANY, {"now": tx.now}).scalar())
 
 
 def claim_work(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> Work | None:

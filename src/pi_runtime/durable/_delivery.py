@@ -8,10 +8,9 @@ nothing but the event's own `outcome`.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, exists, or_, select
+from sqlalchemy import Row, and_, bindparam, exists, or_, select
 
 from ..exceptions import UserError
 from ..messages import (
@@ -22,22 +21,20 @@ from ..messages import (
 )
 from . import _approvals, _jobs, _runs, _sessions, _waits
 from . import schema as t
-from ._leasing import claim_under_lease
+from ._leasing import claim_of, claim_under_lease
+from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_lease
 from .errors import Conflict, NotFound
 from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
 
+_FREE = and_(
+    t.outbox.c.delivered_at.is_(None),
+    or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < NOW),
+)
+CLAIMABLE_EVENTS = and_(_FREE, exists().where(t.waits.c.job_id == t.outbox.c.job_id))
+"""Events a claim may take: undelivered, not leased, and awaited."""
 
-def _free(now: datetime) -> ColumnElement[bool]:
-    return and_(
-        t.outbox.c.delivered_at.is_(None),
-        or_(t.outbox.c.lease_expires_at.is_(None), t.outbox.c.lease_expires_at < now),
-    )
-
-
-def claimable_events(now: datetime) -> ColumnElement[bool]:
-    """Events a claim may take: undelivered, not leased, and awaited."""
-    return and_(_free(now), exists().where(t.waits.c.job_id == t.outbox.c.job_id))
+_CLAIM = claim_of(t.outbox, CLAIMABLE_EVENTS, oldest=t.outbox.c.id, still=_FREE)
 
 
 def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
@@ -46,34 +43,33 @@ def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
     Events of jobs nobody awaits yet stay put: registering the wait makes them claimable,
     which is how a job that finished first is still delivered.
     """
-    claimed = claim_under_lease(
-        tx,
-        t.outbox,
-        claimable_events(tx.now),
-        oldest=t.outbox.c.id,
-        owner=owner,
-        lease_s=lease_s,
-        still=_free(tx.now),
-    )
+    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s)
     return None if claimed is None else _event(tx, claimed.id)
 
 
-def _event(tx: Tx, event_id: int) -> OutboxEvent:
-    query = (
-        select(
-            t.outbox,
-            t.waits.c.session_id,
-            t.waits.c.tool_call_id,
-            t.waits.c.status.label("wait_status"),
-            t.jobs.c.tool,
-            t.jobs.c.result.label("job_result"),
-            t.jobs.c.error.label("job_error"),
-        )
-        .join(t.waits, t.waits.c.job_id == t.outbox.c.job_id)
-        .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
-        .where(t.outbox.c.id == event_id)
+_EVENT = (
+    select(
+        t.outbox,
+        t.waits.c.session_id,
+        t.waits.c.tool_call_id,
+        t.waits.c.status.label("wait_status"),
+        t.jobs.c.tool,
+        t.jobs.c.result.label("job_result"),
+        t.jobs.c.error.label("job_error"),
     )
-    row = tx.conn.execute(query).one()
+    .join(t.waits, t.waits.c.job_id == t.outbox.c.job_id)
+    .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
+    .where(t.outbox.c.id == bindparam(key("id")))
+)
+_WAIT_OF_EVENT = (
+    select(t.waits.c.session_id, t.waits.c.tool_call_id)
+    .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
+    .where(t.outbox.c.id == bindparam(key("id")))
+)
+
+
+def _event(tx: Tx, event_id: int) -> OutboxEvent:
+    row = tx.conn.execute(_EVENT, {key("id"): event_id}).one()
     return OutboxEvent(
         id=row.id,
         job_id=row.job_id,
@@ -93,10 +89,13 @@ def _event(tx: Tx, event_id: int) -> OutboxEvent:
 
 
 def _mark(tx: Tx, event_id: int, outcome: str) -> None:
-    tx.conn.execute(
-        t.outbox.update()
-        .where(t.outbox.c.id == event_id)
-        .values(delivered_at=tx.now, outcome=outcome, lease_owner=None, lease_expires_at=None)
+    tx.change(
+        t.outbox,
+        {"id": event_id},
+        delivered_at=tx.now,
+        outcome=outcome,
+        lease_owner=None,
+        lease_expires_at=None,
     )
 
 
@@ -110,18 +109,16 @@ def deliver(
         check_lease(take[1])
     if not isinstance(message, ToolResultMessage):
         raise UserError("deliver takes the ToolResultMessage answering the awaited call")
-    found = tx.conn.execute(
-        select(t.waits.c.session_id, t.waits.c.tool_call_id)
-        .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
-        .where(t.outbox.c.id == event_id)
-    ).one_or_none()
+    found = tx.conn.execute(_WAIT_OF_EVENT, {key("id"): event_id}).one_or_none()
     if found is None:
         raise NotFound(f"no outbox event {event_id}")
     if found.session_id is None:
         raise Conflict(f"outbox event {event_id} has no wait to deliver to")
     session_id, tool_call_id = found.session_id, found.tool_call_id
     session = tx.lock_session(session_id)
-    event = tx.conn.execute(tx.lock(select(t.outbox).where(t.outbox.c.id == event_id))).one()
+    event = tx.find(t.outbox, "wait", id=event_id)
+    if event is None:
+        raise NotFound(f"no outbox event {event_id}")
     done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
     if event.delivered_at is not None:
         return Delivery(outcome="duplicate", **done)

@@ -6,17 +6,17 @@ event in the same transaction, so a result can never exist without its notice.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, or_, select
+from sqlalchemy import Row, and_, bindparam, func, or_, select
 from sqlalchemy.exc import IntegrityError
 
 from ..exceptions import UserError
 from ..messages import ToolErrorKind
 from . import _rows
 from . import schema as t
-from ._leasing import claim_under_lease
+from ._leasing import claim_of, claim_under_lease
+from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import JOB_TERMINAL, JobRecord
@@ -29,8 +29,12 @@ UNKNOWN_OUTCOME = {
 }
 
 
+_INSERT_EVENT = t.outbox.insert()
+_FINISH = t.jobs.update().where(t.jobs.c.id == bindparam(key("id"))).returning(*t.jobs.c)
+
+
 def get_job(tx: Tx, job_id: str) -> JobRecord | None:
-    row = tx.conn.execute(select(t.jobs).where(t.jobs.c.id == job_id)).one_or_none()
+    row = tx.find(t.jobs, id=job_id)
     return None if row is None else _rows.job(row)
 
 
@@ -121,12 +125,22 @@ def _same_call(job: JobRecord, tool: str, arguments: dict[str, Any]) -> JobRecor
     return job
 
 
-def claimable_jobs(now: datetime) -> ColumnElement[bool]:
-    """Jobs a claim may take: queued, or running under a lease that ran out."""
-    return or_(
-        t.jobs.c.status == "queued",
-        and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < now),
-    )
+CLAIMABLE_JOBS = or_(
+    t.jobs.c.status == "queued",
+    and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < NOW),
+)
+"""Jobs a claim may take: queued, or running under a lease that ran out."""
+
+_CLAIM = claim_of(
+    t.jobs,
+    CLAIMABLE_JOBS,
+    oldest=t.jobs.c.created_at,
+    values={
+        "status": "running",
+        "started_at": func.coalesce(t.jobs.c.started_at, NOW),
+        "updated_at": NOW,
+    },
+)
 
 
 def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
@@ -153,25 +167,12 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
             return False
         return True
 
-    claimed = claim_under_lease(
-        tx,
-        t.jobs,
-        claimable_jobs(tx.now),
-        oldest=t.jobs.c.created_at,
-        owner=owner,
-        lease_s=lease_s,
-        vet=vet,
-        values={
-            "status": "running",
-            "started_at": func.coalesce(t.jobs.c.started_at, tx.now),
-            "updated_at": tx.now,
-        },
-    )
+    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s, vet=vet)
     return None if claimed is None else _rows.job(claimed)
 
 
 def _held(tx: Tx, job_id: str, owner: str) -> Row[Any]:
-    row = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    row = tx.find(t.jobs, "wait", id=job_id)
     if row is None:
         raise NotFound(f"no job {job_id!r}")
     if row.status != "running" or row.lease_owner != owner:
@@ -208,13 +209,13 @@ def release(tx: Tx, job_id: str, owner: str) -> JobRecord:
 def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
     """End a job that has not finished as `cancelled` (with its event); a worker running
     it loses its lease and writes nothing more. A finished job stays as it is."""
-    row = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    row = tx.find(t.jobs, "wait", id=job_id)
     if row is None:
         raise NotFound(f"no job {job_id!r}")
-    if row.status not in JOB_TERMINAL:
-        error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
-        finish(tx, row, "cancelled", error=error)
-    return _require(tx, job_id)
+    if row.status in JOB_TERMINAL:
+        return _rows.job(row)
+    error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
+    return finish(tx, row, "cancelled", error=error)
 
 
 def complete(
@@ -223,17 +224,15 @@ def complete(
     check_json("job result", result)
     if max_result_bytes is not None and (type(max_result_bytes) is not int or max_result_bytes < 1):
         raise UserError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
-    finish(
+    return finish(
         tx, _held(tx, job_id, owner), "succeeded", result=result, max_result_bytes=max_result_bytes
     )
-    return _require(tx, job_id)
 
 
 def fail(tx: Tx, job_id: str, owner: str, error: dict[str, Any], status: str) -> JobRecord:
     if status not in ("failed", "outcome_unknown"):
         raise UserError(f"a job fails as failed or outcome_unknown, not {status!r}")
-    finish(tx, _held(tx, job_id, owner), status, error=check_error(error))
-    return _require(tx, job_id)
+    return finish(tx, _held(tx, job_id, owner), status, error=check_error(error))
 
 
 def check_error(error: dict[str, Any]) -> dict[str, Any]:
@@ -255,24 +254,22 @@ def finish(
     result: Any = None,
     error: dict[str, Any] | None = None,
     max_result_bytes: int | None = None,
-) -> None:
+) -> JobRecord:
     """End a job (the caller holds its row) and write its outbox event, together."""
-    tx.conn.execute(
-        t.jobs.update()
-        .where(t.jobs.c.id == job.id)
-        .values(
-            status=status,
-            result=result,
-            error=error,
-            lease_owner=None,
-            lease_expires_at=None,
-            finished_at=tx.now,
-            updated_at=tx.now,
-        )
-    )
-    event = _event(job.id, status, error, tx, max_result_bytes)
-    tx.conn.execute(t.outbox.insert().values(**event))
+    params = {
+        key("id"): job.id,
+        "status": status,
+        "result": result,
+        "error": error,
+        "lease_owner": None,
+        "lease_expires_at": None,
+        "finished_at": tx.now,
+        "updated_at": tx.now,
+    }
+    ended = tx.conn.execute(_FINISH, params).one()
+    tx.conn.execute(_INSERT_EVENT, _event(job.id, status, error, tx, max_result_bytes))
     tx.notify()
+    return _rows.job(ended)
 
 
 def _event(
@@ -300,7 +297,7 @@ def ensure_event(tx: Tx, job: Row[Any]) -> None:
     """Write the outbox event of a finished job if it has none (the caller holds its row)."""
     has = tx.conn.execute(select(t.outbox.c.id).where(t.outbox.c.job_id == job.id)).first()
     if has is None:
-        tx.conn.execute(t.outbox.insert().values(**_event(job.id, job.status, job.error, tx)))
+        tx.conn.execute(_INSERT_EVENT, _event(job.id, job.status, job.error, tx))
     tx.notify()  # awaited now: claimable
 
 

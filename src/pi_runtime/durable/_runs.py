@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, or_, select
+from sqlalchemy import Row, and_, bindparam, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message
 from ..tools import PendingApproval
 from . import _approvals, _jobs, _rows, _sessions, _waits
 from . import schema as t
-from ._leasing import claim_under_lease
+from ._leasing import claim_of, claim_under_lease
+from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import (
@@ -25,6 +25,10 @@ from .records import (
     TurnInputs,
     requested_runs,
 )
+
+_END = t.runs.update().where(t.runs.c.id == bindparam(key("id"))).returning(*t.runs.c)
+_INSERT_RUN = t.runs.insert().returning(*t.runs.c)
+_CHILD = select(t.runs.c.id).where(t.runs.c.parent_run_id == bindparam(key("parent_run_id")))
 
 # The session status a finished run leaves behind.
 _SESSION_AFTER = {
@@ -49,7 +53,7 @@ def turn_inputs(tx: Tx, run: RunRecord) -> TurnInputs:
 
 
 def get_run(tx: Tx, run_id: str) -> RunRecord | None:
-    row = tx.conn.execute(select(t.runs).where(t.runs.c.id == run_id)).one_or_none()
+    row = tx.find(t.runs, id=run_id)
     return None if row is None else _rows.run(row)
 
 
@@ -108,12 +112,18 @@ def create_run(
     return _require_run(tx, run_id)
 
 
-def claimable_runs(now: datetime) -> ColumnElement[bool]:
-    """Runs a claim may take: queued, or running under a lease that ran out."""
-    return or_(
-        t.runs.c.status == "queued",
-        and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < now),
-    )
+CLAIMABLE_RUNS = or_(
+    t.runs.c.status == "queued",
+    and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < NOW),
+)
+"""Runs a claim may take: queued, or running under a lease that ran out."""
+
+_CLAIM = claim_of(
+    t.runs,
+    CLAIMABLE_RUNS,
+    oldest=t.runs.c.created_at,
+    values={"status": "running", "started_at": func.coalesce(t.runs.c.started_at, NOW)},
+)
 
 
 def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecord | None:
@@ -133,16 +143,7 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
             return False
         return True
 
-    claimed = claim_under_lease(
-        tx,
-        t.runs,
-        claimable_runs(tx.now),
-        oldest=t.runs.c.created_at,
-        owner=owner,
-        lease_s=lease_s,
-        vet=vet,
-        values={"status": "running", "started_at": func.coalesce(t.runs.c.started_at, tx.now)},
-    )
+    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s, vet=vet)
     if claimed is None:
         return None
     tx.set_session_status(claimed.session_id, "running")
@@ -180,19 +181,17 @@ def release_run(tx: Tx, run_id: str, owner: str) -> RunRecord:
 
 def _end(
     tx: Tx, run_id: str, status: str, stop_reason: str | None, result: dict[str, Any] | None
-) -> None:
-    tx.conn.execute(
-        t.runs.update()
-        .where(t.runs.c.id == run_id)
-        .values(
-            status=status,
-            stop_reason=stop_reason,
-            result=result,
-            finished_at=tx.now,
-            lease_owner=None,
-            lease_expires_at=None,
-        )
-    )
+) -> RunRecord:
+    params = {
+        key("id"): run_id,
+        "status": status,
+        "stop_reason": stop_reason,
+        "result": result,
+        "finished_at": tx.now,
+        "lease_owner": None,
+        "lease_expires_at": None,
+    }
+    return _rows.run(tx.conn.execute(_END, params).one())
 
 
 def finish_run(
@@ -223,18 +222,16 @@ def finish_run(
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
     _approvals.register(tx, session_id, run_id, approvals)
-    _end(tx, run_id, status, stop_reason, result)
+    ended = _end(tx, run_id, status, stop_reason, result)
     after = "awaiting_approval" if approvals else _SESSION_AFTER[status]
     tx.set_session_status(session_id, after)
     if status != "awaiting":
         cancelled = _cancel_launched(tx, session_id, messages)
-        return FinishedRun(
-            run=_require_run(tx, run_id), continuation=None, jobs_cancelled=cancelled
-        )
+        return FinishedRun(run=ended, continuation=None, jobs_cancelled=cancelled)
     if _waits.count(tx, run_id) == 0 and not approvals:
         raise UserError("a run that ends awaiting must wait for at least one job or decision")
-    continuation = queue_continuation(tx, session_id, run_id)
-    return FinishedRun(run=_require_run(tx, run_id), continuation=continuation)
+    continuation = queue_continuation(tx, session_id, run_id, parent=ended)
+    return FinishedRun(run=ended, continuation=continuation)
 
 
 def _cancel_launched(tx: Tx, session_id: str, messages: Sequence[Message]) -> tuple[str, ...]:
@@ -255,13 +252,20 @@ def _cancel_launched(tx: Tx, session_id: str, messages: Sequence[Message]) -> tu
 
 
 def queue_continuation(
-    tx: Tx, session_id: str, parent_run_id: str, *, take: tuple[str, float] | None = None
+    tx: Tx,
+    session_id: str,
+    parent_run_id: str,
+    *,
+    take: tuple[str, float] | None = None,
+    parent: RunRecord | None = None,
 ) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
     awaits was delivered (none pending, none cancelled) and every call waiting for a
     person was decided. With `take` (owner, lease_s) it starts running under that lease
-    instead: the caller runs it without a second claim."""
-    parent = _require_run(tx, parent_run_id)
+    instead: the caller runs it without a second claim. `parent`: the parent's record,
+    when the caller read or wrote it in this transaction."""
+    if parent is None:
+        parent = _require_run(tx, parent_run_id)
     if parent.status != "awaiting":
         return None  # still running: its own finish will continue it
     states = _waits.states(tx, parent_run_id)
@@ -272,9 +276,7 @@ def queue_continuation(
         return None
     if decisions - {"approved", "rejected"}:  # a person has yet to decide, or cancelled
         return None
-    already = tx.conn.execute(
-        select(t.runs.c.id).where(t.runs.c.parent_run_id == parent_run_id)
-    ).first()
+    already = tx.conn.execute(_CHILD, {key("parent_run_id"): parent_run_id}).first()
     if already is not None:
         return None
     run_id = new_id("run")
@@ -282,18 +284,9 @@ def queue_continuation(
     if take is not None:
         values = {"status": "running", "lease_owner": take[0], "attempts": 1,
                   "lease_expires_at": tx.until(take[1]), "started_at": tx.now}  # fmt: skip
-    row = tx.conn.execute(
-        t.runs.insert()
-        .values(
-            id=run_id,
-            session_id=session_id,
-            kind="server_result",
-            parent_run_id=parent_run_id,
-            created_at=tx.now,
-            **values,
-        )
-        .returning(*t.runs.c)
-    ).one()
+    values.update(id=run_id, session_id=session_id, kind="server_result",
+                  parent_run_id=parent_run_id, created_at=tx.now)  # fmt: skip
+    row = tx.conn.execute(_INSERT_RUN, values).one()
     tx.set_session_status(session_id, "queued" if take is None else "running")
     if take is None:
         tx.notify()

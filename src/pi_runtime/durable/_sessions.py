@@ -6,15 +6,34 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, and_, func, or_, select
+from sqlalchemy import Row, and_, bindparam, func, or_, select
 
 from ..exceptions import UserError
 from ..messages import Message, ToolResultMessage, message_to_dict
 from . import _rows
 from . import schema as t
+from ._stmts import key
 from ._tx import Tx, check_id, check_json, new_id
 from .errors import Conflict, NotFound
 from .records import SESSION_STATUSES, SessionRecord, StoredMessage
+
+_INSERT_MESSAGE = t.messages.insert()
+_ANSWERED = select(t.messages.c.tool_call_id).where(
+    t.messages.c.session_id == bindparam(key("session_id")),
+    t.messages.c.tool_call_id.in_(bindparam("calls", expanding=True)),
+)
+_HAS_RESULT = select(t.messages.c.seq).where(
+    t.messages.c.session_id == bindparam(key("session_id")),
+    t.messages.c.tool_call_id == bindparam(key("tool_call_id")),
+)
+_MESSAGES = (
+    select(t.messages)
+    .where(
+        t.messages.c.session_id == bindparam(key("session_id")),
+        t.messages.c.seq > bindparam("after"),
+    )
+    .order_by(t.messages.c.seq)
+)
 
 
 def create_session(tx: Tx, session_id: str | None, agent: dict[str, Any] | None) -> SessionRecord:
@@ -39,7 +58,7 @@ def create_session(tx: Tx, session_id: str | None, agent: dict[str, Any] | None)
 
 
 def get_session(tx: Tx, session_id: str) -> SessionRecord | None:
-    row = tx.conn.execute(select(t.sessions).where(t.sessions.c.id == session_id)).one_or_none()
+    row = tx.find(t.sessions, id=session_id)
     return None if row is None else _rows.session(row)
 
 
@@ -122,14 +141,12 @@ def append_messages(
         raise Conflict(f"tool call {twice[0]!r} is given two results")
     if results:
         answered = tx.conn.execute(
-            select(t.messages.c.tool_call_id).where(
-                t.messages.c.session_id == session_id, t.messages.c.tool_call_id.in_(results)
-            )
+            _ANSWERED, {key("session_id"): session_id, "calls": results}
         ).first()
         if answered is not None:
             raise Conflict(f"tool call {answered.tool_call_id!r} already has a result")
     tx.conn.execute(
-        t.messages.insert(),
+        _INSERT_MESSAGE,
         [
             {
                 "session_id": session_id,
@@ -143,29 +160,19 @@ def append_messages(
             for i, m in enumerate(messages)
         ],
     )
-    tx.conn.execute(
-        t.sessions.update()
-        .where(t.sessions.c.id == session_id)
-        .values(message_count=start + len(messages), updated_at=tx.now)
+    tx.change(
+        t.sessions, {"id": session_id}, message_count=start + len(messages), updated_at=tx.now
     )
     return list(range(start, start + len(messages)))
 
 
 def has_result(tx: Tx, session_id: str, tool_call_id: str) -> bool:
-    return (
-        tx.conn.execute(
-            select(t.messages.c.seq).where(
-                t.messages.c.session_id == session_id, t.messages.c.tool_call_id == tool_call_id
-            )
-        ).first()
-        is not None
-    )
+    params = {key("session_id"): session_id, key("tool_call_id"): tool_call_id}
+    return tx.conn.execute(_HAS_RESULT, params).first() is not None
 
 
 def load_messages(tx: Tx, session_id: str, after_seq: int | None = None) -> list[StoredMessage]:
     if get_session(tx, session_id) is None:
         raise NotFound(f"no session {session_id!r}")
-    query = select(t.messages).where(t.messages.c.session_id == session_id)
-    if after_seq is not None:
-        query = query.where(t.messages.c.seq > after_seq)
-    return [_rows.message(row) for row in tx.conn.execute(query.order_by(t.messages.c.seq))]
+    params = {key("session_id"): session_id, "after": -1 if after_seq is None else after_seq}
+    return [_rows.message(row) for row in tx.conn.execute(_MESSAGES, params)]

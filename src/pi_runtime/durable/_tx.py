@@ -10,21 +10,30 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Row, Select, select, text
+from sqlalchemy import Connection, Row, Select, Table, bindparam, text
 
 from ..data.fields import check_json as check_json
 from ..data.fields import check_name
 from ..exceptions import UserError
 from . import schema as t
+from ._stmts import Lock, key, locked, rows_by, update_by
 from .errors import NotFound
 
 S = TypeVar("S", bound=Select[Any])
 
 WORK_CHANNEL = "pi_work"  # PostgreSQL NOTIFY channel: work may be claimable
+
+_NOTIFY = text(f"NOTIFY {WORK_CHANNEL}")
+_SET_STATUS = (
+    t.sessions.update()
+    .where(t.sessions.c.id == bindparam(key("id")))
+    .values(version=t.sessions.c.version + 1)
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,42 +55,46 @@ class Tx:
 
     def lock(self, stmt: S) -> S:
         """`stmt` taking row locks, waiting for them."""
-        return stmt.with_for_update(key_share=True) if self.row_locks else stmt
+        return locked(stmt, "wait") if self.row_locks else stmt
 
     def skip_locked(self, stmt: S) -> S:
         """`stmt` taking row locks, skipping rows someone else holds."""
-        return stmt.with_for_update(key_share=True, skip_locked=True) if self.row_locks else stmt
+        return locked(stmt, "skip") if self.row_locks else stmt
 
     def until(self, seconds: float) -> datetime:
         return self.now + timedelta(seconds=seconds)
 
+    def find(self, table: Table, lock: Lock = "", **keys: Any) -> Row[Any] | None:
+        """The row of `table` whose columns equal `keys`, or None (`lock`: see `Lock`)."""
+        stmt = rows_by(table, tuple(keys), lock if self.row_locks else "")
+        return self.conn.execute(stmt, {key(k): v for k, v in keys.items()}).one_or_none()
+
+    def change(self, table: Table, where: Mapping[str, Any], **values: Any) -> None:
+        """Set `values` on the rows of `table` whose columns equal `where`."""
+        params = {key(k): v for k, v in where.items()}
+        self.conn.execute(update_by(table, tuple(where)), {**params, **values})
+
     def lock_session(self, session_id: str) -> Row[Any]:
         """The session's row, locked for the rest of the transaction (NotFound if none)."""
-        row = self.conn.execute(
-            self.lock(select(t.sessions).where(t.sessions.c.id == session_id))
-        ).one_or_none()
+        row = self.find(t.sessions, "wait", id=session_id)
         if row is None:
             raise NotFound(f"no session {session_id!r}")
         return row
 
     def try_lock_session(self, session_id: str) -> Row[Any] | None:
         """The session's row if it can be locked without waiting, else None."""
-        return self.conn.execute(
-            self.skip_locked(select(t.sessions).where(t.sessions.c.id == session_id))
-        ).one_or_none()
+        return self.find(t.sessions, "skip", id=session_id)
 
     def notify(self) -> None:
         """Tell listening workers, at commit, that work may be claimable (PostgreSQL;
         SQLite workers poll)."""
         if self.row_locks:
-            self.conn.execute(text(f"NOTIFY {WORK_CHANNEL}"))
+            self.conn.execute(_NOTIFY)
 
     def set_session_status(self, session_id: str, status: str) -> None:
         """Change a session's status (the caller holds its lock); bumps its version."""
         self.conn.execute(
-            t.sessions.update()
-            .where(t.sessions.c.id == session_id)
-            .values(status=status, version=t.sessions.c.version + 1, updated_at=self.now)
+            _SET_STATUS, {key("id"): session_id, "status": status, "updated_at": self.now}
         )
 
 

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 
 from . import _jobs, _rows, _sessions
 from . import schema as t
+from ._stmts import key
 from ._tx import Tx, check_id
 from .errors import Conflict, NotFound
 from .records import JOB_TERMINAL, WaitRecord
 
+_STATES = select(t.waits.c.status).where(t.waits.c.run_id == bindparam(key("run_id"))).distinct()
+
 
 def get_wait(tx: Tx, session_id: str, tool_call_id: str) -> WaitRecord | None:
-    row = tx.conn.execute(
-        select(t.waits).where(
-            t.waits.c.session_id == session_id, t.waits.c.tool_call_id == tool_call_id
-        )
-    ).one_or_none()
+    row = tx.find(t.waits, session_id=session_id, tool_call_id=tool_call_id)
     return None if row is None else _rows.wait(row)
 
 
@@ -41,7 +40,7 @@ def register(
     result is still delivered: `job_done` says so.
     """
     check_id("tool_call_id", tool_call_id)
-    job = tx.conn.execute(tx.lock(select(t.jobs).where(t.jobs.c.id == job_id))).one_or_none()
+    job = tx.find(t.jobs, "wait", id=job_id)
     if job is None:
         raise NotFound(f"no job {job_id!r}")
     if job.session_id is not None and job.session_id != session_id:
@@ -86,16 +85,14 @@ def count(tx: Tx, run_id: str) -> int:
 
 def states(tx: Tx, run_id: str) -> set[str]:
     """The distinct statuses of the waits a run registered."""
-    query = select(t.waits.c.status).where(t.waits.c.run_id == run_id).distinct()
-    return {row.status for row in tx.conn.execute(query)}
+    return {row.status for row in tx.conn.execute(_STATES, {key("run_id"): run_id})}
 
 
 def resolve(tx: Tx, wait: WaitRecord, status: str, event_id: int | None) -> None:
-    tx.conn.execute(
-        t.waits.update()
-        .where(
-            t.waits.c.session_id == wait.session_id,
-            t.waits.c.tool_call_id == wait.tool_call_id,
-        )
-        .values(status=status, event_id=event_id, resolved_at=tx.now)
+    tx.change(
+        t.waits,
+        {"session_id": wait.session_id, "tool_call_id": wait.tool_call_id},
+        status=status,
+        event_id=event_id,
+        resolved_at=tx.now,
     )

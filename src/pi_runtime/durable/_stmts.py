@@ -1,0 +1,56 @@
+"""Statements built once and bound per call.
+
+Building a SQLAlchemy statement costs about three times what running a built one does
+(about 70 µs against 25 µs for a row by key here), and a job's way through the store runs
+some forty of them. So the common shapes are built on first use and kept: rows by key and
+updates by key, each keyed by table and column names. Values always travel as bound
+parameters, never inside the statement.
+
+Parameter names: a key column `c` binds as `k_c`; an update's new values bind under
+their column names (SQLAlchemy builds the SET clause from them); `now` is the operation's
+timestamp wherever a statement compares with it.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any, Literal, TypeVar
+
+from sqlalchemy import BindParameter, Select, Table, Update, bindparam, select
+
+from . import schema as t
+
+S = TypeVar("S", bound=Select[Any])
+
+Lock = Literal["", "wait", "skip"]
+"""How a select locks its rows: not at all, waiting for them, or skipping locked ones.
+Only backends with row locks take them (`Tx` passes "" on SQLite)."""
+
+NOW: BindParameter[Any] = bindparam("now", type_=t.UtcDateTime())
+"""The operation's timestamp, bound at execution (`Tx.now`)."""
+
+
+def key(column: str) -> str:
+    """The parameter name a key column binds under."""
+    return f"k_{column}"
+
+
+def locked(stmt: S, lock: Lock) -> S:
+    """`stmt` taking row locks (FOR NO KEY UPDATE, see `_tx`) as `lock` says."""
+    if lock == "":
+        return stmt
+    return stmt.with_for_update(key_share=True, skip_locked=lock == "skip")
+
+
+@cache
+def rows_by(table: Table, keys: tuple[str, ...], lock: Lock = "") -> Select[Any]:
+    """Every column of `table`'s rows whose `keys` equal their parameters."""
+    query = select(table).where(*(table.c[name] == bindparam(key(name)) for name in keys))
+    return locked(query, lock)
+
+
+@cache
+def update_by(table: Table, keys: tuple[str, ...]) -> Update:
+    """An update of `table`'s rows whose `keys` equal their parameters; the columns it
+    sets are the other parameters given at execution."""
+    return table.update().where(*(table.c[name] == bindparam(key(name)) for name in keys))
