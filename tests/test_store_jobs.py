@@ -12,7 +12,15 @@ import pytest
 from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock, PgCluster
 from pi_runtime.bench.pgtemp import admin
-from pi_runtime.durable import JobRecord, LeaseLost, NotFound, OutboxEvent, RunRecord, Store
+from pi_runtime.durable import (
+    JobRecord,
+    LeaseLost,
+    NotFound,
+    OutboxEvent,
+    RunRecord,
+    Store,
+    StoreUnavailable,
+)
 from pi_runtime.exceptions import UserError
 from pi_runtime.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 
@@ -74,6 +82,23 @@ def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
         writer.execute("ROLLBACK")
     finally:
         writer.close()
+
+
+def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
+    store_factory: Callable[..., Store], db_url: str
+) -> None:
+    store = store_factory(busy_timeout_s=0.2)
+    if store.backend != "sqlite":
+        pytest.skip("PostgreSQL has no database-wide write lock")
+    writer = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # someone else is writing, for a long time
+        with pytest.raises(StoreUnavailable, match="locked"):
+            store.create_session("s1")
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+    assert store.create_session("s1").id == "s1"  # nothing half-done stands in the way
 
 
 def test_listening_workers_are_told_of_new_work(store: Store) -> None:

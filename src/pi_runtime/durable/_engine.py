@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DBAPIError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from ..exceptions import UserError
@@ -118,7 +118,14 @@ def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
     @event.listens_for(engine, "begin")
     def _begin(conn: Connection) -> None:
         reading = conn.get_execution_options().get(READ_ONLY, False)
-        conn.exec_driver_sql("BEGIN DEFERRED" if reading else "BEGIN IMMEDIATE")
+        statement = "BEGIN DEFERRED" if reading else "BEGIN IMMEDIATE"
+        # On the driver's connection: a whole SQLAlchemy execution for these two words
+        # cost about a tenth of a short operation. Its errors (a busy database) reach the
+        # store as SQLAlchemy's, like every other statement's.
+        try:
+            conn.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
+        except sqlite3.Error as exc:
+            raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
     return engine
 
