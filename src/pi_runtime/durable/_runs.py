@@ -42,7 +42,7 @@ _SESSION_AFTER = {
 def turn_inputs(tx: Tx, run: RunRecord) -> TurnInputs:
     continued = run.kind == "server_result" and run.parent_run_id is not None
     return TurnInputs(
-        messages=_sessions.load_messages(tx, run.session_id),
+        messages=_sessions.load_messages(tx, run.session_id, known=True),
         requested=requested_runs(run, lambda run_id: get_run(tx, run_id)),
         approvals=[
             a for a in _approvals.list_for(tx, run.session_id) if a.run_id == run.parent_run_id
@@ -150,8 +150,10 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
     return _rows.run(claimed)
 
 
-def _held(tx: Tx, run_id: str, owner: str) -> RunRecord:
-    run = _require_run(tx, run_id)
+def _held(tx: Tx, run_id: str, owner: str, read: RunRecord | None = None) -> RunRecord:
+    """The run, if `owner` holds it. `read`: the run as read in this transaction, when
+    nothing can have changed it since (SQLite: the transaction is exclusive)."""
+    run = read or _require_run(tx, run_id)
     if run.status != "running" or run.lease_owner != owner:
         raise LeaseLost(f"run {run_id!r} is not held by {owner!r} (it is {run.status})")
     return run
@@ -215,9 +217,10 @@ def finish_run(
         check_json("run result", result)
     if (waits or approvals) and status != "awaiting":
         raise UserError("only a run that ends awaiting registers waits")
-    session_id = _require_run(tx, run_id).session_id
+    run = _require_run(tx, run_id)
+    session_id = run.session_id
     session = tx.lock_session(session_id)
-    _held(tx, run_id, owner)
+    _held(tx, run_id, owner, run if not tx.row_locks else None)
     _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session)
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)

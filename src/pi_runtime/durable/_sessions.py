@@ -171,8 +171,12 @@ def has_result(tx: Tx, session_id: str, tool_call_id: str) -> bool:
     return tx.conn.execute(_HAS_RESULT, params).first() is not None
 
 
-def load_messages(tx: Tx, session_id: str, after_seq: int | None = None) -> list[StoredMessage]:
-    if get_session(tx, session_id) is None:
+def load_messages(
+    tx: Tx, session_id: str, after_seq: int | None = None, *, known: bool = False
+) -> list[StoredMessage]:
+    """The session's messages after `after_seq`. `known`: the caller knows the session
+    exists (a run of it was read), so it is not looked up (NotFound otherwise)."""
+    if not known and get_session(tx, session_id) is None:
         raise NotFound(f"no session {session_id!r}")
     params = {key("session_id"): session_id, "after": -1 if after_seq is None else after_seq}
     return [_rows.message(row) for row in tx.conn.execute(_MESSAGES, params)]
