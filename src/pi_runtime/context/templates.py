@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -62,13 +63,18 @@ def _candidates(directory: Path | None) -> list[tuple[str, str, str]]:
                 found.append((path.name, path.read_text(encoding="utf-8"), str(path)))
             except (OSError, UnicodeDecodeError) as exc:
                 raise UserError(f"cannot read prompt template {path}: {exc}") from exc
+    return found + list(_builtin())
+
+
+@cache
+def _builtin() -> tuple[tuple[str, str, str], ...]:
+    """The templates shipped in the package: read once, they do not change under a run."""
     package = resources.files(__package__).joinpath("prompts")
-    found += [
+    return tuple(
         (p.name, p.read_text(encoding="utf-8"), f"builtin:{p.name}")
         for p in package.iterdir()
         if p.is_file()
-    ]
-    return found
+    )
 
 
 def load_template(
