@@ -37,6 +37,22 @@ def answers(result: RunResult) -> dict[str, ToolResultMessage]:
     return {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
 
 
+def stored_mcp_agent(tmp_path: Path, steps: list[dict[str, Any]], approval: list[str]) -> Path:
+    """The agent file of TMP/agent, for a stored session: a scripted model taking `steps`
+    and the test server (its state in TMP/state) as `[mcp.test]`, whose `approval` list
+    is `approval`."""
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
+    (folder / "agent.toml").write_text(
+        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
+        f"\n[mcp.test]\ncommand = {command}\napproval = {json.dumps(approval)}\n",
+        encoding="utf-8",
+    )
+    return folder / "agent.toml"
+
+
 def test_a_call_named_in_a_servers_approval_waits_then_runs_once_approved(
     served: Served,
 ) -> None:
@@ -162,22 +178,14 @@ def test_an_agents_own_approval_cannot_name_a_servers_tool_and_says_where_it_goe
 def test_a_stored_session_waits_and_pi_approve_in_another_process_runs_the_call_once(
     db_url: str, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "agent"
-    folder.mkdir()
     steps = [
         {"tool_calls": [{"name": "echo", "arguments": {"text": "ship it"}}]},
         {"text": "shipped"},
     ]
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
-    (folder / "agent.toml").write_text(
-        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
-        f'\n[mcp.test]\ncommand = {command}\napproval = ["echo"]\n',
-        encoding="utf-8",
-    )
+    agent_file = stored_mcp_agent(tmp_path, steps, ["echo"])
     calls = tmp_path / "state" / "calls"
 
-    ran = pi("run", "ship", "--agent", str(folder / "agent.toml"), "--session", "s1",
+    ran = pi("run", "ship", "--agent", str(agent_file), "--session", "s1",
              "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
     waiting = json.loads(ran.stdout)
@@ -214,18 +222,10 @@ def test_a_worker_taking_over_an_approved_call_whose_approver_died_reaches_the_s
     arguments: dict[str, Any],
     reaches_server: bool,
 ) -> None:
-    folder = tmp_path / "agent"
-    folder.mkdir()
     steps = [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "over"}]
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
-    (folder / "agent.toml").write_text(
-        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
-        f'\n[mcp.test]\ncommand = {command}\napproval = ["{tool}"]\n',
-        encoding="utf-8",
-    )
+    agent_file = stored_mcp_agent(tmp_path, steps, [tool])
     calls = tmp_path / "state" / "calls"
-    ran = pi("run", "go", "--agent", str(folder / "agent.toml"), "--session", "s1",
+    ran = pi("run", "go", "--agent", str(agent_file), "--session", "s1",
              "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
     (pending,) = json.loads(ran.stdout)["pending_approvals"]
