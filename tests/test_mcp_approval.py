@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Collection
 from datetime import timedelta
 from pathlib import Path
@@ -35,6 +36,68 @@ def agent(server: MCPServer, *steps: Any) -> Agent:
 
 def answers(result: RunResult) -> dict[str, ToolResultMessage]:
     return {m.tool_call_id: m for m in result.messages if isinstance(m, ToolResultMessage)}
+
+
+def stored_mcp_agent(
+    tmp_path: Path,
+    steps: list[dict[str, Any]],
+    approval: list[str],
+    *,
+    program: Path = APP,
+    env: dict[str, str] | None = None,
+) -> Path:
+    """The agent file of TMP/agent, for a stored session: a scripted model taking `steps`
+    and the test server `program` (its state in TMP/state) as `[mcp.test]`, whose
+    `approval` list is `approval` and whose `env` is `env`."""
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
+    command = json.dumps(["python", str(program), "--state", str(tmp_path / "state")])
+    table = f"command = {command}\napproval = {json.dumps(approval)}\n"
+    if env:
+        table += "env = {" + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + "}\n"
+    head = 'model = "scripted:script.json"\ninstructions = "You use tools."\n'
+    (folder / "agent.toml").write_text(f"{head}\n[mcp.test]\n{table}", encoding="utf-8")
+    return folder / "agent.toml"
+
+
+def approved_by_an_approver_that_died(
+    store: Store,
+    clock: FakeClock,
+    db_url: str,
+    agent_file: Path,
+    tmp_path: Path,
+    *,
+    retry_safe: bool,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Session s1 of `agent_file` run until its one call waits, then approved by an approver
+    that died before the call ran, its lease over: the pending call, for a worker to take."""
+    ran = pi("run", "go", "--agent", str(agent_file), "--session", "s1",
+             "--db", db_url, "--json", tmp=tmp_path, env=env)  # fmt: skip
+    assert ran.returncode == 3, ran.stderr
+    (pending,) = json.loads(ran.stdout)["pending_approvals"]
+    store.approve_call(
+        "s1",
+        pending["call_id"],
+        arguments=pending["arguments"],
+        fingerprint=pending["fingerprint"],
+        owner="approver-that-died",
+        lease_s=30,
+        retry_safe=retry_safe,
+    )
+    clock.now += timedelta(minutes=5)
+    return dict(pending)
+
+
+def stored_answer(store: Store, call_id: str) -> ToolResultMessage:
+    """The one stored message of session s1 answering call `call_id`."""
+    (answer,) = [
+        m.message
+        for m in store.load_messages("s1")
+        if isinstance(m.message, ToolResultMessage) and m.message.tool_call_id == call_id
+    ]
+    return answer
 
 
 def test_a_call_named_in_a_servers_approval_waits_then_runs_once_approved(
@@ -162,22 +225,14 @@ def test_an_agents_own_approval_cannot_name_a_servers_tool_and_says_where_it_goe
 def test_a_stored_session_waits_and_pi_approve_in_another_process_runs_the_call_once(
     db_url: str, tmp_path: Path
 ) -> None:
-    folder = tmp_path / "agent"
-    folder.mkdir()
     steps = [
         {"tool_calls": [{"name": "echo", "arguments": {"text": "ship it"}}]},
         {"text": "shipped"},
     ]
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
-    (folder / "agent.toml").write_text(
-        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
-        f'\n[mcp.test]\ncommand = {command}\napproval = ["echo"]\n',
-        encoding="utf-8",
-    )
+    agent_file = stored_mcp_agent(tmp_path, steps, ["echo"])
     calls = tmp_path / "state" / "calls"
 
-    ran = pi("run", "ship", "--agent", str(folder / "agent.toml"), "--session", "s1",
+    ran = pi("run", "ship", "--agent", str(agent_file), "--session", "s1",
              "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
     assert ran.returncode == 3, ran.stderr
     waiting = json.loads(ran.stdout)
@@ -214,43 +269,20 @@ def test_a_worker_taking_over_an_approved_call_whose_approver_died_reaches_the_s
     arguments: dict[str, Any],
     reaches_server: bool,
 ) -> None:
-    folder = tmp_path / "agent"
-    folder.mkdir()
     steps = [{"tool_calls": [{"name": tool, "arguments": arguments}]}, {"text": "over"}]
-    (folder / "script.json").write_text(json.dumps({"steps": steps}), encoding="utf-8")
-    command = json.dumps(["python", str(APP), "--state", str(tmp_path / "state")])
-    (folder / "agent.toml").write_text(
-        'model = "scripted:script.json"\ninstructions = "You use tools."\n'
-        f'\n[mcp.test]\ncommand = {command}\napproval = ["{tool}"]\n',
-        encoding="utf-8",
-    )
+    agent_file = stored_mcp_agent(tmp_path, steps, [tool])
     calls = tmp_path / "state" / "calls"
-    ran = pi("run", "go", "--agent", str(folder / "agent.toml"), "--session", "s1",
-             "--db", db_url, "--json", tmp=tmp_path)  # fmt: skip
-    assert ran.returncode == 3, ran.stderr
-    (pending,) = json.loads(ran.stdout)["pending_approvals"]
     # an approver took the decision, then died before the call ran or its lease ended
-    store.approve_call(
-        "s1",
-        pending["call_id"],
-        arguments=pending["arguments"],
-        fingerprint=pending["fingerprint"],
-        owner="approver-that-died",
-        lease_s=30,
-        retry_safe=reaches_server,
+    pending = approved_by_an_approver_that_died(
+        store, clock, db_url, agent_file, tmp_path, retry_safe=reaches_server
     )
-    clock.now += timedelta(minutes=5)
 
     stats = asyncio.run(Worker(store, poll_s=0.01, trace_dir=False).run(once=True))
 
     assert dict(stats.runs) == {"completed": 1}
     session = store.get_session("s1")
     assert session is not None and session.status == "completed"
-    (answer,) = [
-        m.message
-        for m in store.load_messages("s1")
-        if isinstance(m.message, ToolResultMessage) and m.message.tool_call_id == pending["call_id"]
-    ]
+    answer = stored_answer(store, pending["call_id"])
     if reaches_server:
         assert dict(stats.jobs) == {"succeeded": 1}
         assert calls.read_text(encoding="utf-8").split()[0::2] == [tool]  # once, by the worker
@@ -259,6 +291,58 @@ def test_a_worker_taking_over_an_approved_call_whose_approver_died_reaches_the_s
         assert not calls.exists()
         assert answer.is_error and answer.error is not None
         assert answer.error.kind == "outcome_unknown"
+
+
+def test_a_worker_that_cannot_start_the_mcp_server_of_a_call_it_takes_over_says_so(
+    store: Store,
+    db_url: str,
+    clock: FakeClock,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # not "unknown tool, start the worker with --tools": the tool is the server's
+    token = "sk-mcp-worker-0123456789abcdefghij"
+    program = tmp_path / "server.py"
+    shutil.copy(APP, program)
+    steps = [
+        {"tool_calls": [{"name": "wide", "arguments": {"filter": {"city": "Oslo"}}}]},
+        {"text": "over"},
+    ]
+    agent_file = stored_mcp_agent(
+        tmp_path, steps, ["wide"], program=program, env={"API_TOKEN": "${PI_TEST_MCP_TOKEN}"}
+    )
+    secret = {"PI_TEST_MCP_TOKEN": token}
+    pending = approved_by_an_approver_that_died(
+        store, clock, db_url, agent_file, tmp_path, retry_safe=True, env=secret
+    )
+    program.unlink()  # the server's program is not where this worker runs
+    monkeypatch.setenv("PI_TEST_MCP_TOKEN", token)
+
+    stats = asyncio.run(Worker(store, poll_s=0.01, trace_dir=False).run(once=True))
+    again = asyncio.run(Worker(store, poll_s=0.01, trace_dir=False).run(once=True))
+
+    assert dict(stats.jobs) == {"failed": 1} and not again.jobs and not again.runs
+    (job,) = store.list_jobs("s1")
+    assert (job.status, job.attempts) == ("failed", 2)  # the approver's, this one's: no more
+    assert not (tmp_path / "state" / "calls").exists()
+    answer = stored_answer(store, pending["call_id"])
+    assert answer.is_error and answer.error is not None
+    assert answer.error.kind == "unknown_tool"  # the wire kind stays
+    assert "MCP server 'test'" in answer.error.message
+    assert "MCP servers cannot be reached" in answer.error.message
+    assert "MCP servers" in answer.error.hint
+    assert "start or reach those servers as the agent file configures them" in answer.error.hint
+    assert "--tools" not in answer.content
+    # the run after it cannot list the server either: it ends well-formed, saying why,
+    # with the call answered once
+    after = max(store.list_runs("s1"), key=lambda run: run.created_at)
+    assert (after.status, after.stop_reason) == ("failed", "tool_error")
+    assert after.result is not None and "MCP server 'test'" in str(after.result["error"])
+    messages = [m.message for m in store.load_messages("s1")]
+    results = [m for m in messages if isinstance(m, ToolResultMessage)]
+    assert [m.tool_call_id for m in results] == [pending["call_id"]]
+    stored = json.dumps([str(m) for m in messages]) + json.dumps(after.result)
+    assert token not in stored and "sk-mcp-worker" not in stored
 
 
 class _Unlistable(MCPTools):

@@ -4,7 +4,9 @@ Such a job is an approved call whose approver died while it ran: a worker takes 
 when its lease ends. The call reaches the server the way the approver's did, through the
 session's own agent (its MCP servers as the session defines them), whose sessions with
 the servers end with the job. A call that is not idempotent never gets here: it is
-answered `outcome_unknown` when taken over.
+answered `outcome_unknown` when taken over. A worker that cannot reach the servers
+answers the call saying so (`unknown_tool`, as a worker without the tool always has),
+with a hint about the servers rather than about `--tools`.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import logging
 
 from ..exceptions import UserError
-from ..loop.approvals import tool_of
+from ..loop._mcp import listed
+from ..messages import ToolErrorKind, redact, tool_error_info
 from ..models import Model
 from .executor import JobOutcome, execute_job
 from .recipe import Recipe
@@ -20,6 +23,18 @@ from .records import JobRecord
 from .store import JobQueue
 
 log = logging.getLogger("pi_runtime.worker")
+
+UNREACHABLE_HINT = (
+    "The worker that took this call over could not reach the tool on the session's MCP "
+    "servers, so the call did not run there. Tell the user: a worker must be able to start "
+    "or reach those servers as the agent file configures them (the program installed, its "
+    "variables set, the URL reachable)."
+)
+UNBUILDABLE_HINT = (
+    "The worker that took this call over could not build the session's agent, so the call "
+    "did not run there. Tell the user: a worker must be able to import the agent's tools "
+    "and start or reach its MCP servers as the agent file configures them."
+)
 
 
 async def run_mcp_job(
@@ -38,15 +53,29 @@ async def run_mcp_job(
     try:
         agent = recipe.build_agent(trace_dir=False, models=models)
     except UserError as exc:
-        log.warning("job %s: the session's agent cannot be built here: %s", job.id, exc)
-        return None
+        why = f"the session's agent cannot be built: {redact(str(exc))}"
+        return await _cannot_run(store, job, why, UNBUILDABLE_HINT, owner=owner, lease_s=lease_s)
 
     async def run() -> JobOutcome:
-        try:
-            spec = await tool_of(agent, job.tool)
-        except UserError as exc:  # a server cannot be listed: the tool is not reachable
-            log.warning("job %s: %s", job.id, exc)
-            spec = None
-        return await execute_job(store, job, spec, owner=owner, lease_s=lease_s)
+        # the servers listed as a run lists them (`listed` repairs and redacts the reason)
+        specs, why = await listed(agent.mcp, agent._own_names())
+        spec = next((s for s in (*agent.tools, *specs) if s.name == job.tool), None)
+        if spec is not None:
+            return await execute_job(store, job, spec, owner=owner, lease_s=lease_s)
+        if why is not None:
+            why = f"the session's MCP servers cannot be reached: {why}"
+        else:
+            why = "the session's MCP servers do not list it"
+        return await _cannot_run(store, job, why, UNREACHABLE_HINT, owner=owner, lease_s=lease_s)
 
     return await agent.mcp.closing(run())
+
+
+async def _cannot_run(
+    store: JobQueue, job: JobRecord, why: str, hint: str, *, owner: str, lease_s: float
+) -> JobOutcome:
+    """End `job` saying why this worker cannot run its tool (`why` is already redacted)."""
+    log.warning("job %s: %s", job.id, why)
+    message = f"tool {job.tool!r} cannot run in the worker that took the call over: {why}"
+    info = tool_error_info(ToolErrorKind.UNKNOWN_TOOL, message, hint)
+    return await execute_job(store, job, None, owner=owner, lease_s=lease_s, missing=info)

@@ -39,10 +39,12 @@ async def execute_job(
     owner: str,
     lease_s: float = DEFAULT_LEASE_S,
     retry_base_s: float = 0.25,
+    missing: ToolErrorInfo | None = None,
 ) -> JobOutcome:
-    """Run `job` (claimed by `owner`) with the tool `spec` and write how it ended."""
+    """Run `job` (claimed by `owner`) with the tool `spec` and write how it ended;
+    without a `spec`, it ends with `missing` (by default: no worker tool has its name)."""
     if spec is None:
-        info = tool_error_info(
+        info = missing or tool_error_info(
             ToolErrorKind.UNKNOWN_TOOL,
             f"no worker tool is named {job.tool!r}",
             "start the worker with the session's tools importable (or --tools)",
