@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from ..exceptions import UserError
-from ..loop._mcp import listed
+from ..loop.approvals import reach_tool
 from ..messages import ToolErrorKind, redact, tool_error_info
 from ..models import Model
 from .executor import JobOutcome, execute_job
@@ -57,9 +57,7 @@ async def run_mcp_job(
         return await _cannot_run(store, job, why, UNBUILDABLE_HINT, owner=owner, lease_s=lease_s)
 
     async def run() -> JobOutcome:
-        # the servers listed as a run lists them (`listed` repairs and redacts the reason)
-        specs, why = await listed(agent.mcp, agent._own_names())
-        spec = next((s for s in (*agent.tools, *specs) if s.name == job.tool), None)
+        spec, why = await reach_tool(agent, job.tool)
         if spec is not None:
             return await execute_job(store, job, spec, owner=owner, lease_s=lease_s)
         if why is not None:

@@ -183,6 +183,17 @@ async def tool_of(agent: Agent, name: str) -> ToolSpec | None:
     return next((s for s in await tools_for(agent, name) if s.name == name), None)
 
 
+async def reach_tool(agent: Agent, name: str) -> tuple[ToolSpec | None, str | None]:
+    """(the agent's tool `name`, its own or its MCP servers', None), or (None, why the
+    servers could not be listed — repaired and redacted), or (None, None) when they were
+    listed without it."""
+    own = next((s for s in agent.tools if s.name == name), None)
+    if own is not None:
+        return own, None
+    specs, why = await listed(agent.mcp, agent._own_names())
+    return next((s for s in specs if s.name == name), None), why
+
+
 async def approval_gate(agent: Agent, call: ToolCall, session_id: str) -> Gate:
     """The gate an approved call runs through: the agent's own, for its session."""
     tools = await tools_for(agent, call.name)
