@@ -22,6 +22,7 @@ from durable_support import *  # noqa: F403  (the store fixtures)
 from durable_support import FakeClock
 from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
 from pi_runtime.durable import LeaseLost, Store
+from pi_runtime.durable._session_agents import SessionAgents
 from pi_runtime.durable.recipe import Recipe, stored_recipe
 from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
@@ -479,6 +480,27 @@ def test_a_bad_recipe_is_refused_with_its_reason(data: Any, message: str) -> Non
         stored_recipe(data)
 
 
+def test_sessions_of_one_agent_share_its_tools_and_each_reads_its_agent_once(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one_order_session(store, "first", tmp_path)
+    one_order_session(store, "second", tmp_path)
+    loads: list[str] = []
+    original = Recipe.load_tools
+    monkeypatch.setattr(Recipe, "load_tools", lambda self: loads.append("x") or original(self))
+    reads = record_calls(monkeypatch, store, "get_session")
+    agents = SessionAgents(store)
+
+    for session_id in ("first", "second", "first"):
+        tools = run_blocking(agents.tools(session_id))
+        assert tools is not None and set(tools) == {spec.name for spec in TRADING}
+    assert len(loads) == 1  # one agent, one set of tools
+    assert [args for args, _ in reads] == [("first",), ("second",)]
+    with pytest.raises(UserError, match="no agent recipe"):  # not stored: not cached either
+        run_blocking(agents.recipe("nobody"))
+    assert run_blocking(agents.tools("nobody")) is None
+
+
 def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -491,5 +513,6 @@ def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
 
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
     looks = [options["look_first"] for _, options in claims]
-    # the job, then its delivery (which runs the continuation): found, found, then empty
-    assert looks[:3] == [True, False, False] and all(looks[3:])
+    # the job (its result delivered as it ends, and the continuation run): found, then
+    # empty; from then on every claim looks first
+    assert looks[:2] == [True, False] and all(looks[2:])

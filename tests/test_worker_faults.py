@@ -242,8 +242,13 @@ def test_sigterm_lets_the_current_job_finish_then_exits(db_url: str, tmp_path: P
     assert worker.wait(timeout=60) == 0
     done = store.get_job(job.id)
     assert done is not None and done.status == "succeeded" and done.attempts == 1
-    # draining, it claimed nothing new: the result waits for the next worker
-    assert store.get_session("market").status == "awaiting_server_tool"  # type: ignore[union-attr]
+    # draining, it delivered the result with the job's ending but ran nothing more: the
+    # continuation is queued for the next worker
+    assert store.get_session("market").status == "queued"  # type: ignore[union-attr]
+    (continuation,) = [r for r in store.list_runs("market") if r.kind == "server_result"]
+    assert continuation.status == "queued" and continuation.lease_owner is None
+    answers = [m.message for m in store.load_messages("market")]
+    assert [m.tool_call_id for m in answers if isinstance(m, ToolResultMessage)] == ["c1"]
     assert "SIGTERM drains" in (tmp_path / "w.log").read_text()
     store.close()
 

@@ -200,15 +200,13 @@ def settle(
         raise Conflict(f"call {tool_call_id!r} of session {session_id!r} was not approved")
     if message.tool_call_id != tool_call_id:
         raise Conflict(f"the result answers call {message.tool_call_id!r}, not {tool_call_id!r}")
-    row = _jobs._held(tx, approval.job_id, owner)
+    row = _jobs.held(tx, approval.job_id, owner)
     if message.is_error and message.error is not None:
         error = {"kind": message.error.kind, "message": message.error.message}
         _jobs.finish(tx, row, "failed", error={**error, "hint": message.error.hint})
     else:
         _jobs.finish(tx, row, "succeeded", result=message.content)
-    (event_id,) = tx.conn.execute(
-        select(t.outbox.c.id).where(t.outbox.c.job_id == approval.job_id)
-    ).one()
+    (event_id,) = tx.conn.execute(_delivery.EVENT_OF_JOB, {key("job_id"): approval.job_id}).one()
     delivery = _delivery.deliver(tx, event_id, message, take)
     return Decided(approval=approval, continuation=delivery.continuation)
 

@@ -25,7 +25,15 @@ from ._leasing import claim_of, claim_under_lease
 from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_lease
 from .errors import Conflict, NotFound
-from .records import CancelResult, Delivery, OutboxEvent, RunRecord, WaitRecord
+from .records import (
+    CancelResult,
+    Delivery,
+    FinishedJob,
+    JobEnding,
+    OutboxEvent,
+    RunRecord,
+    WaitRecord,
+)
 
 _FREE = and_(
     t.outbox.c.delivered_at.is_(None),
@@ -61,6 +69,7 @@ _EVENT = (
     .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
     .where(t.outbox.c.id == bindparam(key("id")))
 )
+EVENT_OF_JOB = select(t.outbox.c.id).where(t.outbox.c.job_id == bindparam(key("job_id")))
 _WAIT_OF_EVENT = (
     select(t.waits.c.session_id, t.waits.c.tool_call_id)
     .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
@@ -144,6 +153,41 @@ def deliver(
     _mark(tx, event_id, "delivered")
     continuation = _continue(tx, wait, take)
     return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
+
+
+def finish_job(
+    tx: Tx,
+    job_id: str,
+    owner: str,
+    ending: JobEnding,
+    message: ToolResultMessage | None = None,
+    take: tuple[str, float] | None = None,
+) -> FinishedJob:
+    """End the job `owner` holds as `ending` says (its outbox event written with it) and,
+    when its call is awaited, deliver `message` to it as `deliver` would (with `take`,
+    the continuation starts under that lease) — one transaction, so a worker that ran
+    the job needs no second claim to deliver it. Not awaited yet: the event waits for
+    its wait, as after `complete_job`.
+
+    Lock order as everywhere: the job's session, then the job."""
+    ending = _jobs.check_ending(ending)
+    if take is not None:
+        check_id("owner", take[0])
+        check_lease(take[1])
+    job = tx.find(t.jobs, id=job_id)
+    if job is None:
+        raise NotFound(f"no job {job_id!r}")
+    awaited = message is not None and job.session_id is not None
+    if awaited:
+        tx.lock_session(job.session_id)
+    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner), ending)
+    if not awaited or message is None or ended.tool_call_id is None:
+        return FinishedJob(job=ended)
+    assert ended.session_id is not None
+    if _waits.get_wait(tx, ended.session_id, ended.tool_call_id) is None:
+        return FinishedJob(job=ended)
+    (event_id,) = tx.conn.execute(EVENT_OF_JOB, {key("job_id"): job_id}).one()
+    return FinishedJob(job=ended, delivery=deliver(tx, event_id, message, take))
 
 
 def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -> RunRecord | None:

@@ -6,6 +6,7 @@ event in the same transaction, so a result can never exist without its notice.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import Row, and_, bindparam, func, or_, select
@@ -19,7 +20,7 @@ from ._leasing import claim_of, claim_under_lease
 from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
-from .records import JOB_TERMINAL, JobRecord
+from .records import JOB_TERMINAL, JobEnding, JobRecord
 
 UNKNOWN_OUTCOME = {
     "kind": ToolErrorKind.OUTCOME_UNKNOWN.value,
@@ -171,7 +172,8 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     return None if claimed is None else _rows.job(claimed)
 
 
-def _held(tx: Tx, job_id: str, owner: str) -> Row[Any]:
+def held(tx: Tx, job_id: str, owner: str) -> Row[Any]:
+    """The job's row, locked, if `owner` holds it (LeaseLost otherwise)."""
     row = tx.find(t.jobs, "wait", id=job_id)
     if row is None:
         raise NotFound(f"no job {job_id!r}")
@@ -185,7 +187,7 @@ def renew_lease(
 ) -> JobRecord:
     """Extend the lease (and, with `save`, commit `checkpoint` with it)."""
     check_lease(lease_s)
-    _held(tx, job_id, owner)
+    held(tx, job_id, owner)
     values: dict[str, Any] = {"lease_expires_at": tx.until(lease_s), "updated_at": tx.now}
     if save:
         values["checkpoint"] = check_json("checkpoint", checkpoint)
@@ -196,7 +198,7 @@ def renew_lease(
 def release(tx: Tx, job_id: str, owner: str) -> JobRecord:
     """Give a held job back at once (its attempt was cut short): the next claim takes it
     over as it would after the lease ran out."""
-    _held(tx, job_id, owner)
+    held(tx, job_id, owner)
     tx.conn.execute(
         t.jobs.update()
         .where(t.jobs.c.id == job_id)
@@ -221,18 +223,37 @@ def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
 def complete(
     tx: Tx, job_id: str, owner: str, result: Any, max_result_bytes: int | None = None
 ) -> JobRecord:
-    check_json("job result", result)
-    if max_result_bytes is not None and (type(max_result_bytes) is not int or max_result_bytes < 1):
-        raise UserError(f"max_result_bytes must be a positive int, got {max_result_bytes!r}")
-    return finish(
-        tx, _held(tx, job_id, owner), "succeeded", result=result, max_result_bytes=max_result_bytes
-    )
+    ending = JobEnding(status="succeeded", result=result, max_result_bytes=max_result_bytes)
+    return end(tx, held(tx, job_id, owner), check_ending(ending))
 
 
 def fail(tx: Tx, job_id: str, owner: str, error: dict[str, Any], status: str) -> JobRecord:
-    if status not in ("failed", "outcome_unknown"):
-        raise UserError(f"a job fails as failed or outcome_unknown, not {status!r}")
-    return finish(tx, _held(tx, job_id, owner), status, error=check_error(error))
+    ending = JobEnding(status=status, error=error)  # type: ignore[arg-type]  # checked next
+    return end(tx, held(tx, job_id, owner), check_ending(ending))
+
+
+def check_ending(ending: JobEnding) -> JobEnding:
+    """`ending` if it can be written (UserError naming what is wrong otherwise)."""
+    if ending.status == "succeeded":
+        check_json("job result", ending.result)
+        cap = ending.max_result_bytes
+        if cap is not None and (type(cap) is not int or cap < 1):
+            raise UserError(f"max_result_bytes must be a positive int, got {cap!r}")
+        return ending
+    if ending.status not in ("failed", "outcome_unknown"):
+        raise UserError(f"a job fails as failed or outcome_unknown, not {ending.status!r}")
+    if ending.error is None:
+        raise UserError("a job that fails carries its error")
+    return replace(ending, error=check_error(ending.error))
+
+
+def end(tx: Tx, job: Row[Any], ending: JobEnding) -> JobRecord:
+    """End a held job as a checked `ending` says, with its outbox event."""
+    if ending.status == "succeeded":
+        return finish(
+            tx, job, "succeeded", result=ending.result, max_result_bytes=ending.max_result_bytes
+        )
+    return finish(tx, job, ending.status, error=ending.error)
 
 
 def check_error(error: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from ..messages import ToolResultMessage
 from . import _delivery, _jobs, _runs, _waits
 from ._sql_base import SqlBase
 from ._tx import Tx
-from .records import Delivery, JobRecord, OutboxEvent, WaitRecord
+from .records import Delivery, FinishedJob, JobEnding, JobRecord, OutboxEvent, WaitRecord
 from .store import DEFAULT_LEASE_S
 
 
@@ -117,3 +117,16 @@ class OutboxSql(SqlBase):
     ) -> Delivery:
         take = None if owner is None else (owner, lease_s)
         return self._do(lambda tx: _delivery.deliver(tx, event_id, message, take))
+
+    def finish_job(
+        self,
+        job_id: str,
+        owner: str,
+        ending: JobEnding,
+        *,
+        message: ToolResultMessage | None = None,
+        take: bool = False,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> FinishedJob:
+        held = (owner, lease_s) if take else None
+        return self._do(lambda tx: _delivery.finish_job(tx, job_id, owner, ending, message, held))

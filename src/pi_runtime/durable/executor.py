@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -22,13 +23,33 @@ from ..tools import Execution, ToolSpec, call_key, execute
 from ._lease import Heartbeat
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
-from .records import JobRecord
+from .records import JobEnding, JobRecord
 from .store import DEFAULT_LEASE_S, JobQueue
 
 log = logging.getLogger("pi_runtime.durable")
 
 JobOutcome = Literal["succeeded", "failed", "outcome_unknown", "lost"]
 """How an attempt ended; `lost`: the lease went elsewhere and nothing was written."""
+
+Finish = Callable[[JobEnding], object]
+"""Writes how a held job ended, called in a thread: `complete_job` or `fail_job` by
+default; a worker's also delivers the result (`finish_job`). LeaseLost if the job is no
+longer held; UserError if the ending cannot be stored."""
+
+
+def store_finish(store: JobQueue, job: JobRecord, owner: str) -> Finish:
+    """The default `Finish`: the ending written with its outbox event, to be delivered
+    from there."""
+
+    def finish(ending: JobEnding) -> object:
+        if ending.status == "succeeded":
+            return store.complete_job(
+                job.id, owner, ending.result, max_result_bytes=ending.max_result_bytes
+            )
+        unknown = ending.status == "outcome_unknown"
+        return store.fail_job(job.id, owner, ending.error or {}, outcome_unknown=unknown)
+
+    return finish
 
 
 async def execute_job(
@@ -40,21 +61,24 @@ async def execute_job(
     lease_s: float = DEFAULT_LEASE_S,
     retry_base_s: float = 0.25,
     missing: ToolErrorInfo | None = None,
+    finish: Finish | None = None,
 ) -> JobOutcome:
-    """Run `job` (claimed by `owner`) with the tool `spec` and write how it ended;
-    without a `spec`, it ends with `missing` (by default: no worker tool has its name)."""
+    """Run `job` (claimed by `owner`) with the tool `spec` and write how it ended with
+    `finish` (default: `store_finish`); without a `spec`, it ends with `missing` (by
+    default: no worker tool has its name)."""
+    finish = finish or store_finish(store, job, owner)
     if spec is None:
         info = missing or tool_error_info(
             ToolErrorKind.UNKNOWN_TOOL,
             f"no worker tool is named {job.tool!r}",
             "start the worker with the session's tools importable (or --tools)",
         )
-        return await _fail(store, job, owner, info)
+        return await _fail(finish, info)
     try:
         kwargs = spec.validate_python(job.arguments)
     except ValidationError as exc:
         info = tool_error_info(ToolErrorKind.INVALID_ARGUMENTS, redact(str(exc)))
-        return await _fail(store, job, owner, info)
+        return await _fail(finish, info)
     progress = JobCheckpoint(
         store, job.id, owner, state=job.checkpoint, attempt=job.attempts, lease_s=lease_s
     )
@@ -86,14 +110,14 @@ async def execute_job(
             log.warning("job %s: attempt abandoned: %s", job.id, exc)
             return "lost"
     if done.error is None:
-        return await _complete(store, job, owner, spec, done.value)
+        return await _complete(finish, spec, done.value)
     if done.error.kind == ToolErrorKind.TIMEOUT and not job.retry_safe:
         # cut off mid-call: whether its side effect happened cannot be confirmed
         unknown = ToolErrorInfo(
             kind=ToolErrorKind.OUTCOME_UNKNOWN, message=done.error.message, hint=done.error.hint
         )
-        return await _fail(store, job, owner, unknown, outcome_unknown=True)
-    return await _fail(store, job, owner, done.error)
+        return await _fail(finish, unknown, outcome_unknown=True)
+    return await _fail(finish, done.error)
 
 
 def _key(job: JobRecord, spec: ToolSpec) -> str | None:
@@ -102,35 +126,26 @@ def _key(job: JobRecord, spec: ToolSpec) -> str | None:
     return call_key(spec, "job", job.id)
 
 
-async def _complete(
-    store: JobQueue, job: JobRecord, owner: str, spec: ToolSpec, value: Any
-) -> JobOutcome:
+async def _complete(finish: Finish, spec: ToolSpec, value: Any) -> JobOutcome:
     result = pydantic_core.to_jsonable_python(value, fallback=str)
+    ending = JobEnding(status="succeeded", result=result, max_result_bytes=spec.max_result_bytes)
     try:
-        await asyncio.to_thread(
-            store.complete_job, job.id, owner, result, max_result_bytes=spec.max_result_bytes
-        )
+        await asyncio.to_thread(finish, ending)
     except LeaseLost:
         return "lost"
     except UserError as exc:  # not plain JSON (NaN, infinity)
         message = redact(f"the result cannot be stored: {exc}")
-        return await _fail(store, job, owner, tool_error_info(ToolErrorKind.TOOL_ERROR, message))
+        return await _fail(finish, tool_error_info(ToolErrorKind.TOOL_ERROR, message))
     return "succeeded"
 
 
 async def _fail(
-    store: JobQueue,
-    job: JobRecord,
-    owner: str,
-    info: ToolErrorInfo,
-    *,
-    outcome_unknown: bool = False,
+    finish: Finish, info: ToolErrorInfo, *, outcome_unknown: bool = False
 ) -> JobOutcome:
     error = {**asdict(info), "kind": str(info.kind)}
+    ending = JobEnding(status="outcome_unknown" if outcome_unknown else "failed", error=error)
     try:
-        await asyncio.to_thread(
-            store.fail_job, job.id, owner, error, outcome_unknown=outcome_unknown
-        )
+        await asyncio.to_thread(finish, ending)
     except LeaseLost:
         return "lost"
-    return "outcome_unknown" if outcome_unknown else "failed"
+    return ending.status

@@ -133,6 +133,22 @@ class FinishedRun:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class JobEnding:
+    """How a held job ends, as `finish_job` writes it.
+
+    Attributes:
+        status: `succeeded` (with `result`), or `failed` / `outcome_unknown` (with
+            `error`, a `{kind, message, hint}` object).
+        max_result_bytes: the tool's cap, carried by the completion event.
+    """
+
+    status: Literal["succeeded", "failed", "outcome_unknown"]
+    result: Any = None
+    error: dict[str, Any] | None = None
+    max_result_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobRecord:
     """An async tool call executed by workers.
 
@@ -274,6 +290,15 @@ class Delivery:
     tool_call_id: str
     seq: int | None = None
     continuation: RunRecord | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FinishedJob:
+    """`finish_job`'s answer: the job as stored, and the delivery of its result when
+    its call was awaited (None: nobody awaits it yet; its event waits for the wait)."""
+
+    job: JobRecord
+    delivery: Delivery | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..exceptions import UserError
 from ..messages import ToolResultMessage, error_info_of, tool_error_result
 from ..tools import encode_text, truncate_result
-from .records import OutboxEvent
+from .records import JobEnding, JobRecord, OutboxEvent
 
 ResultEncoder = Callable[[Any, str, str], str]
 """(job result as JSON, tool name, job id) → the text the model reads."""
@@ -39,8 +40,11 @@ ENCODERS: dict[str, ResultEncoder] = {"qrp1": qrp1_result, "json": json_result}
 def max_result_bytes(event: OutboxEvent) -> int:
     """The cap the tool declared, as its completion event carries it (older events and
     hand-written ones: the default)."""
-    cap = event.payload.get("max_result_bytes")
-    return cap if type(cap) is int and cap > 0 else DEFAULT_MAX_RESULT_BYTES
+    return _cap(event.payload.get("max_result_bytes"))
+
+
+def _cap(declared: Any) -> int:
+    return declared if type(declared) is int and declared > 0 else DEFAULT_MAX_RESULT_BYTES
 
 
 def result_message(
@@ -48,7 +52,26 @@ def result_message(
 ) -> ToolResultMessage:
     """The message delivering `event`'s job result (or error) to the awaiting call."""
     if event.kind == "completed":
-        text = encoder(event.result, event.tool, event.job_id)
-        text, _, _ = truncate_result(text, max_result_bytes(event))
-        return ToolResultMessage(tool_call_id=event.tool_call_id, name=event.tool, content=text)
+        return _completed(event.tool_call_id, event.tool, event.job_id, event.result,
+                          max_result_bytes(event), encoder)  # fmt: skip
     return tool_error_result(event.tool_call_id, event.tool, error_info_of(event.error))
+
+
+def ending_message(
+    job: JobRecord, ending: JobEnding, *, encoder: ResultEncoder = qrp1_result
+) -> ToolResultMessage:
+    """What `result_message` makes of the event `ending` writes for `job`, a job of a
+    session's tool call: so the worker that ran it can deliver it in the same step."""
+    if job.tool_call_id is None:
+        raise UserError(f"job {job.id!r} answers no tool call")
+    if ending.status == "succeeded":
+        return _completed(job.tool_call_id, job.tool, job.id, ending.result,
+                          _cap(ending.max_result_bytes), encoder)  # fmt: skip
+    return tool_error_result(job.tool_call_id, job.tool, error_info_of(ending.error))
+
+
+def _completed(
+    call_id: str, tool: str, job_id: str, result: Any, cap: int, encoder: ResultEncoder
+) -> ToolResultMessage:
+    text, _, _ = truncate_result(encoder(result, tool, job_id), cap)
+    return ToolResultMessage(tool_call_id=call_id, name=tool, content=text)

@@ -25,7 +25,9 @@ from .records import (
     CancelResult,
     Decided,
     Delivery,
+    FinishedJob,
     FinishedRun,
+    JobEnding,
     JobRecord,
     OutboxEvent,
     RunRecord,
@@ -249,6 +251,23 @@ class Outbox(Protocol):
 
         With `owner`, the continuation starts running under `owner`'s lease instead of
         queued: a worker runs it at once, without a second claim."""
+        ...
+
+    def finish_job(
+        self,
+        job_id: str,
+        owner: str,
+        ending: JobEnding,
+        *,
+        message: ToolResultMessage | None = None,
+        take: bool = False,
+        lease_s: float = DEFAULT_LEASE_S,
+    ) -> FinishedJob:
+        """End the job `owner` holds as `ending` says (as `complete_job` / `fail_job`)
+        and, when its call is awaited, deliver `message` (the result as the model reads
+        it) as `deliver` would — one transaction: the worker that ran the job delivers
+        it without claiming its event. With `take`, the continuation starts running
+        under `owner`'s lease. A call not awaited yet is delivered later, from its event."""
         ...
 
 

@@ -22,31 +22,33 @@ import signal
 import socket
 import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from ..data.fields import check_json
 from ..exceptions import UserError
 from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
 from ._mcp_jobs import run_mcp_job
+from ._session_agents import SessionAgents
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
-from .executor import execute_job
-from .recipe import Recipe, stored_recipe
-from .records import JobRecord, OutboxEvent, RunRecord
-from .results import ResultEncoder, qrp1_result, result_message
+from .executor import Finish, execute_job
+from .records import Delivery, FinishedJob, JobEnding, JobRecord, OutboxEvent, RunRecord
+from .results import ResultEncoder, ending_message, qrp1_result, result_message
 from .sessions import request_from, run_held
 from .store import DEFAULT_LEASE_S, Store
+
+T = TypeVar("T")
 
 log = logging.getLogger("pi_runtime.durable")
 
 _MIN_POLL_S = 0.01
 _LISTEN_S = 0.2  # the longest a listener waits before checking whether to stop
-_RECIPE_CACHE = 1024
 
 
 @dataclass(slots=True)
@@ -117,8 +119,7 @@ class Worker:
         self.name = name or f"worker-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:4]}"
         self.stats = WorkerStats()
         self._models: dict[str, Model] = {}
-        self._recipes: dict[str, dict[str, ToolSpec] | None] = {}
-        self._agents: dict[str, Recipe] = {}  # each session's agent, read once
+        self._sessions = SessionAgents(store)  # each session's agent and tools, read once
         self._halt = asyncio.Event()
         self._abort = asyncio.Event()
         self._stopping = False
@@ -238,7 +239,13 @@ class Worker:
         elif isinstance(work, RunRecord):
             await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
         elif isinstance(work, JobRecord):
-            await self._guarded(self._job(work, owner), release=self._release_job(work, owner))
+            taken = await self._guarded(
+                self._job(work, owner), release=self._release_job(work, owner)
+            )
+            if taken is not None:  # it delivered its result; the continuation is ours
+                await self._guarded(
+                    self._run(taken, owner), release=self._release_run(taken, owner)
+                )
         return work is not None
 
     def _claim(self, owner: str, look_first: bool) -> OutboxEvent | RunRecord | JobRecord | None:
@@ -247,11 +254,11 @@ class Worker:
             owner, lease_s=self.lease_s, max_attempts=self.run_attempts, look_first=look_first
         )
 
-    async def _guarded(self, work: Any, *, release: Any) -> None:
+    async def _guarded(self, work: Awaitable[T], *, release: Any) -> T:
         """Run `work`; if it is cancelled (a drain ran out of time), release its lease so
         another worker takes it over at once."""
         try:
-            await work
+            return await work
         except asyncio.CancelledError:
             with contextlib.suppress(StoreError):
                 await asyncio.shield(asyncio.to_thread(release))
@@ -273,17 +280,22 @@ class Worker:
         delivery = await asyncio.to_thread(
             self.store.deliver, event.id, message, owner=take, lease_s=self.lease_s
         )
+        return self._delivered(delivery, event.job_id, take)
+
+    def _delivered(self, delivery: Delivery, job_id: str, take: str | None) -> RunRecord | None:
+        """Count `delivery`; the continuation it queued if `take` holds it."""
         self.stats.deliveries[delivery.outcome] += 1
         log.info(
             "event %d (job %s) → session %s call %s: %s",
-            event.id, event.job_id, event.session_id, event.tool_call_id, delivery.outcome,
+            delivery.event_id, job_id, delivery.session_id, delivery.tool_call_id,
+            delivery.outcome,
         )  # fmt: skip
         run = delivery.continuation
         return run if run is not None and take and run.lease_owner == take else None
 
     async def _run(self, run: RunRecord, owner: str) -> None:
         try:
-            recipe = await self._agent_of(run.session_id)
+            recipe = await self._sessions.recipe(run.session_id)
             inputs = await asyncio.to_thread(self.store.turn_inputs, run)
             request = request_from(run, inputs.requested)
             # the very agent the session defines, with the limits its request was given
@@ -328,51 +340,49 @@ class Worker:
         self.stats.runs[turn.run.status] += 1
         log.info("run %s (%s) of session %s: %s", run.id, run.kind, run.session_id, turn.run.status)
 
-    async def _job(self, job: JobRecord, owner: str) -> None:
+    async def _job(self, job: JobRecord, owner: str) -> RunRecord | None:
+        """Run `job`; its result is delivered in the same transaction that ends it when
+        its call is awaited, and the continuation that queues, if ours, is returned."""
         spec = await self._tool_for(job)
         outcome = None
         if spec is None and job.session_id:  # maybe one of the session's MCP tools
-            recipe = await self._agent_of(job.session_id)
+            recipe = await self._sessions.recipe(job.session_id)
             outcome = await run_mcp_job(
                 self.store, job, recipe, owner=owner, lease_s=self.lease_s, models=self._models
             )
+        finished: list[tuple[FinishedJob, str | None]] = []
         if outcome is None:
-            outcome = await execute_job(self.store, job, spec, owner=owner, lease_s=self.lease_s)
+            outcome = await execute_job(self.store, job, spec, owner=owner, lease_s=self.lease_s,
+                                        finish=self._finish(job, owner, finished))  # fmt: skip
         self.stats.jobs[outcome] += 1
         log.info("job %s (%s) attempt %d: %s", job.id, job.tool, job.attempts, outcome)
+        if not finished or finished[-1][0].delivery is None:
+            return None
+        done, take = finished[-1]
+        assert done.delivery is not None
+        return self._delivered(done.delivery, job.id, take)
 
-    # Tools, from the session's recipe
+    def _finish(
+        self, job: JobRecord, owner: str, finished: list[tuple[FinishedJob, str | None]]
+    ) -> Finish:
+        """How this worker ends a job it ran: with the delivery of its result to the
+        awaiting call, when there is one (`finish_job`), appended to `finished` with who
+        took the continuation (nobody when draining)."""
+
+        def finish(ending: JobEnding) -> JobRecord:
+            message = None
+            if job.session_id is not None and job.tool_call_id is not None:
+                if ending.status == "succeeded":
+                    check_json("job result", ending.result)  # before encoding it
+                message = ending_message(job, ending, encoder=self.encoder)
+            take = None if self._stopping else owner
+            done = self.store.finish_job(job.id, owner, ending, message=message,
+                                         take=take is not None, lease_s=self.lease_s)  # fmt: skip
+            finished.append((done, take))
+            return done.job
+
+        return finish
 
     async def _tool_for(self, job: JobRecord) -> ToolSpec | None:
-        tools = await self._session_tools(job.session_id) if job.session_id else None
+        tools = await self._sessions.tools(job.session_id) if job.session_id else None
         return (tools or {}).get(job.tool) or self.extra_tools.get(job.tool)
-
-    async def _agent_of(self, session_id: str) -> Recipe:
-        """The agent `session_id` was created with. A session keeps that agent for its
-        life, so it is read once: a job and the run continuing after it read it twice."""
-        recipe = self._agents.get(session_id)
-        if recipe is None:
-            session = await asyncio.to_thread(self.store.get_session, session_id)
-            recipe = stored_recipe(session.agent if session else None)
-            if session is not None:  # a session not there yet may be created later
-                if len(self._agents) >= _RECIPE_CACHE:
-                    self._agents.pop(next(iter(self._agents)))
-                self._agents[session_id] = recipe
-        return recipe
-
-    async def _session_tools(self, session_id: str) -> dict[str, ToolSpec] | None:
-        """The session's tools by name (None if they cannot be loaded here); sessions keep
-        their recipe, so this is cached."""
-        if session_id in self._recipes:
-            return self._recipes[session_id]
-        tools: dict[str, ToolSpec] | None
-        try:
-            recipe = await self._agent_of(session_id)
-            tools = {spec.name: spec for spec in recipe.load_tools()}
-        except UserError as exc:
-            log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)
-            tools = None
-        if len(self._recipes) >= _RECIPE_CACHE:
-            self._recipes.pop(next(iter(self._recipes)))
-        self._recipes[session_id] = tools
-        return tools
