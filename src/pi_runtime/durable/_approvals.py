@@ -203,11 +203,10 @@ def settle(
     row = _jobs.held(tx, approval.job_id, owner)
     if message.is_error and message.error is not None:
         error = {"kind": message.error.kind, "message": message.error.message}
-        _jobs.finish(tx, row, "failed", error={**error, "hint": message.error.hint})
+        ended = _jobs.finish(tx, row, "failed", error={**error, "hint": message.error.hint})
     else:
-        _jobs.finish(tx, row, "succeeded", result=message.content)
-    (event_id,) = tx.conn.execute(_delivery.EVENT_OF_JOB, {key("job_id"): approval.job_id}).one()
-    delivery = _delivery.deliver(tx, event_id, message, take)
+        ended = _jobs.finish(tx, row, "succeeded", result=message.content)
+    delivery = _delivery.deliver(tx, ended.event_id, message, take)
     return Decided(approval=approval, continuation=delivery.continuation)
 
 

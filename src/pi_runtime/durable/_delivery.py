@@ -69,7 +69,6 @@ _EVENT = (
     .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
     .where(t.outbox.c.id == bindparam(key("id")))
 )
-EVENT_OF_JOB = select(t.outbox.c.id).where(t.outbox.c.job_id == bindparam(key("job_id")))
 _WAIT_OF_EVENT = (
     select(t.waits.c.session_id, t.waits.c.tool_call_id)
     .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
@@ -128,11 +127,27 @@ def deliver(
     event = tx.find(t.outbox, "wait", id=event_id)
     if event is None:
         raise NotFound(f"no outbox event {event_id}")
-    done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
     if event.delivered_at is not None:
+        done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
         return Delivery(outcome="duplicate", **done)
     wait = _waits.get_wait(tx, session_id, tool_call_id)
     assert wait is not None
+    return _deliver_to(tx, event_id, session, wait, message, take)
+
+
+def _deliver_to(
+    tx: Tx,
+    event_id: int,
+    session: Row[Any],
+    wait: WaitRecord,
+    message: ToolResultMessage,
+    take: tuple[str, float] | None,
+) -> Delivery:
+    """Deliver the undelivered event `event_id` for `wait` (the caller locked `session`,
+    its row as read since)."""
+    session_id, tool_call_id = wait.session_id, wait.tool_call_id
+    done: dict[str, Any] = {"event_id": event_id, "session_id": session_id}
+    done["tool_call_id"] = tool_call_id
     if wait.status == "cancelled":
         _mark(tx, event_id, "ignored")
         return Delivery(outcome="ignored", **done)
@@ -174,20 +189,22 @@ def finish_job(
     if take is not None:
         check_id("owner", take[0])
         check_lease(take[1])
+    if message is not None and not isinstance(message, ToolResultMessage):
+        raise UserError("finish_job delivers the ToolResultMessage answering the awaited call")
     job = tx.find(t.jobs, id=job_id)
     if job is None:
         raise NotFound(f"no job {job_id!r}")
-    awaited = message is not None and job.session_id is not None
-    if awaited:
-        tx.lock_session(job.session_id)
-    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner), ending)
-    if not awaited or message is None or ended.tool_call_id is None:
-        return FinishedJob(job=ended)
-    assert ended.session_id is not None
-    if _waits.get_wait(tx, ended.session_id, ended.tool_call_id) is None:
-        return FinishedJob(job=ended)
-    (event_id,) = tx.conn.execute(EVENT_OF_JOB, {key("job_id"): job_id}).one()
-    return FinishedJob(job=ended, delivery=deliver(tx, event_id, message, take))
+    if message is None or job.session_id is None or job.tool_call_id is None:
+        return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner), ending).job)
+    session = tx.lock_session(job.session_id)
+    # No notice: the event is delivered here, or claimable only once its wait is
+    # registered, which gives notice itself.
+    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner), ending, notify=False)
+    wait = _waits.get_wait(tx, job.session_id, job.tool_call_id)
+    if wait is None or wait.job_id != job_id:  # not awaited (yet), or not this job
+        return FinishedJob(job=ended.job)
+    delivery = _deliver_to(tx, ended.event_id, session, wait, message, take)
+    return FinishedJob(job=ended.job, delivery=delivery)
 
 
 def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -> RunRecord | None:

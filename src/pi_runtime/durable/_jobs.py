@@ -7,7 +7,7 @@ event in the same transaction, so a result can never exist without its notice.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Row, and_, bindparam, func, or_, select
 from sqlalchemy.exc import IntegrityError
@@ -30,8 +30,15 @@ UNKNOWN_OUTCOME = {
 }
 
 
-_INSERT_EVENT = t.outbox.insert()
+_INSERT_EVENT = t.outbox.insert().returning(t.outbox.c.id)
 _FINISH = t.jobs.update().where(t.jobs.c.id == bindparam(key("id"))).returning(*t.jobs.c)
+
+
+class Ended(NamedTuple):
+    """A job just ended: as stored, and the id of the outbox event written with it."""
+
+    job: JobRecord
+    event_id: int
 
 
 def get_job(tx: Tx, job_id: str) -> JobRecord | None:
@@ -217,19 +224,19 @@ def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
     if row.status in JOB_TERMINAL:
         return _rows.job(row)
     error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
-    return finish(tx, row, "cancelled", error=error)
+    return finish(tx, row, "cancelled", error=error).job
 
 
 def complete(
     tx: Tx, job_id: str, owner: str, result: Any, max_result_bytes: int | None = None
 ) -> JobRecord:
     ending = JobEnding(status="succeeded", result=result, max_result_bytes=max_result_bytes)
-    return end(tx, held(tx, job_id, owner), check_ending(ending))
+    return end(tx, held(tx, job_id, owner), check_ending(ending)).job
 
 
 def fail(tx: Tx, job_id: str, owner: str, error: dict[str, Any], status: str) -> JobRecord:
     ending = JobEnding(status=status, error=error)  # type: ignore[arg-type]  # checked next
-    return end(tx, held(tx, job_id, owner), check_ending(ending))
+    return end(tx, held(tx, job_id, owner), check_ending(ending)).job
 
 
 def check_ending(ending: JobEnding) -> JobEnding:
@@ -247,13 +254,12 @@ def check_ending(ending: JobEnding) -> JobEnding:
     return replace(ending, error=check_error(ending.error))
 
 
-def end(tx: Tx, job: Row[Any], ending: JobEnding) -> JobRecord:
-    """End a held job as a checked `ending` says, with its outbox event."""
+def end(tx: Tx, job: Row[Any], ending: JobEnding, *, notify: bool = True) -> Ended:
+    """End a held job as a checked `ending` says, with its outbox event (`finish`)."""
     if ending.status == "succeeded":
-        return finish(
-            tx, job, "succeeded", result=ending.result, max_result_bytes=ending.max_result_bytes
-        )
-    return finish(tx, job, ending.status, error=ending.error)
+        return finish(tx, job, "succeeded", result=ending.result,
+                      max_result_bytes=ending.max_result_bytes, notify=notify)  # fmt: skip
+    return finish(tx, job, ending.status, error=ending.error, notify=notify)
 
 
 def check_error(error: dict[str, Any]) -> dict[str, Any]:
@@ -275,8 +281,10 @@ def finish(
     result: Any = None,
     error: dict[str, Any] | None = None,
     max_result_bytes: int | None = None,
-) -> JobRecord:
-    """End a job (the caller holds its row) and write its outbox event, together."""
+    notify: bool = True,
+) -> Ended:
+    """End a job (the caller holds its row) and write its outbox event, together.
+    `notify`: tell workers the event may be claimable (False: the caller delivers it)."""
     params = {
         key("id"): job.id,
         "status": status,
@@ -288,9 +296,11 @@ def finish(
         "updated_at": tx.now,
     }
     ended = tx.conn.execute(_FINISH, params).one()
-    tx.conn.execute(_INSERT_EVENT, _event(job.id, status, error, tx, max_result_bytes))
-    tx.notify()
-    return _rows.job(ended)
+    event = _event(job.id, status, error, tx, max_result_bytes)
+    (event_id,) = tx.conn.execute(_INSERT_EVENT, event).one()
+    if notify:
+        tx.notify()
+    return Ended(_rows.job(ended), event_id)
 
 
 def _event(
