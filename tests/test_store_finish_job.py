@@ -95,8 +95,22 @@ def test_an_ending_that_cannot_be_stored_is_refused_and_nothing_is_written(store
     ]:
         with pytest.raises(UserError, match=why):
             store.finish_job(job_id, "w", bad, message=answer)
+    with pytest.raises(UserError, match="ToolResultMessage"):
+        store.finish_job(job_id, "w", JobEnding(status="succeeded", result=1),
+                         message="not a message")  # type: ignore[arg-type]  # fmt: skip
     assert store.get_job(job_id).status == "running"  # type: ignore[union-attr]
     assert tool_results(store, flow.session_id) == []
+
+
+def test_a_job_of_no_tool_call_has_no_message_and_ends_without_delivery(store: Store) -> None:
+    queued = store.enqueue_job("compute", {})  # nobody's call: nothing awaits it
+    job_id = _claimed(store)
+    assert job_id == queued.id
+    ending = JobEnding(status="succeeded", result=1)
+    with pytest.raises(UserError, match="answers no tool call"):
+        ending_message(queued, ending)
+    done = store.finish_job(job_id, "w", ending, take=True)
+    assert done.delivery is None and done.job.status == "succeeded"
 
 
 def test_a_job_ending_after_its_wait_was_cancelled_is_ignored(store: Store) -> None:

@@ -5,7 +5,8 @@ surviving a dropped connection."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -69,19 +70,26 @@ def test_claim_work_takes_events_then_runs_then_jobs(store: Store) -> None:
     assert store.claim_work("w", lease_s=30) is None
 
 
+@contextmanager
+def someone_writing(db_url: str) -> Iterator[None]:
+    """Another connection holds the SQLite write lock for as long as the block runs."""
+    writer = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        yield
+        writer.execute("ROLLBACK")
+    finally:
+        writer.close()
+
+
 def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
     store_factory: Callable[..., Store], db_url: str
 ) -> None:
     store = store_factory(busy_timeout_s=0.2)
     if store.backend != "sqlite":
         pytest.skip("PostgreSQL claims take row locks, not a database-wide write lock")
-    writer = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
-    try:
-        writer.execute("BEGIN IMMEDIATE")  # someone else is writing, for a long time
+    with someone_writing(db_url):
         assert store.claim_work("idle-worker", lease_s=30) is None
-        writer.execute("ROLLBACK")
-    finally:
-        writer.close()
 
 
 def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
@@ -90,14 +98,8 @@ def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
     store = store_factory(busy_timeout_s=0.2)
     if store.backend != "sqlite":
         pytest.skip("PostgreSQL has no database-wide write lock")
-    writer = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None)
-    try:
-        writer.execute("BEGIN IMMEDIATE")  # someone else is writing, for a long time
-        with pytest.raises(StoreUnavailable, match="locked"):
-            store.create_session("s1")
-        writer.execute("ROLLBACK")
-    finally:
-        writer.close()
+    with someone_writing(db_url), pytest.raises(StoreUnavailable, match="locked"):
+        store.create_session("s1")
     assert store.create_session("s1").id == "s1"  # nothing half-done stands in the way
 
 

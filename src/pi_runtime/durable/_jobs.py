@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, NamedTuple
 
-from sqlalchemy import Row, and_, bindparam, func, or_, select
+from sqlalchemy import Row, bindparam, func, select
 from sqlalchemy.exc import IntegrityError
 
 from ..exceptions import UserError
 from ..messages import ToolErrorKind
 from . import _rows
 from . import schema as t
-from ._leasing import claim_of, claim_under_lease
+from ._leasing import claim_of, claim_under_lease, queued_or_expired
 from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
@@ -133,11 +133,7 @@ def _same_call(job: JobRecord, tool: str, arguments: dict[str, Any]) -> JobRecor
     return job
 
 
-CLAIMABLE_JOBS = or_(
-    t.jobs.c.status == "queued",
-    and_(t.jobs.c.status == "running", t.jobs.c.lease_expires_at < NOW),
-)
-"""Jobs a claim may take: queued, or running under a lease that ran out."""
+CLAIMABLE_JOBS = queued_or_expired(t.jobs)
 
 _CLAIM = claim_of(
     t.jobs,

@@ -12,7 +12,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Row, Select, Table, Update, bindparam, select
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Row,
+    Select,
+    Table,
+    Update,
+    and_,
+    bindparam,
+    or_,
+    select,
+)
 
 from ._stmts import NOW, key, locked
 from ._tx import Tx, check_id, check_lease
@@ -22,6 +33,15 @@ MAX_SWEEP = 32  # candidates a claim may settle or pass over before giving up fo
 _OWNER: BindParameter[str] = bindparam("owner")
 _UNTIL: BindParameter[Any] = bindparam("until", type_=NOW.type)
 _PASSED: BindParameter[Any] = bindparam("passed", expanding=True)
+
+
+def queued_or_expired(table: Table) -> ColumnElement[bool]:
+    """`table`'s rows a claim may take: queued, or running under a lease that ran out
+    (compared with `NOW`)."""
+    return or_(
+        table.c.status == "queued",
+        and_(table.c.status == "running", table.c.lease_expires_at < NOW),
+    )
 
 
 @dataclass(frozen=True, slots=True)

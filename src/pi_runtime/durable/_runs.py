@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, and_, bindparam, func, or_, select
+from sqlalchemy import Row, bindparam, func, select
 
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message
 from ..tools import PendingApproval
 from . import _approvals, _jobs, _rows, _sessions, _waits
 from . import schema as t
-from ._leasing import claim_of, claim_under_lease
+from ._leasing import claim_of, claim_under_lease, queued_or_expired
 from ._stmts import NOW, key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
@@ -112,11 +112,7 @@ def create_run(
     return _require_run(tx, run_id)
 
 
-CLAIMABLE_RUNS = or_(
-    t.runs.c.status == "queued",
-    and_(t.runs.c.status == "running", t.runs.c.lease_expires_at < NOW),
-)
-"""Runs a claim may take: queued, or running under a lease that ran out."""
+CLAIMABLE_RUNS = queued_or_expired(t.runs)
 
 _CLAIM = claim_of(
     t.runs,
