@@ -84,10 +84,10 @@ def test_a_batch_refuses_what_it_cannot_hold_and_a_failed_decode_is_a_model_erro
     lib = _Lib(status=1)
     batch = Batch(lib, ctx=None, n_vocab=4, capacity=DRAFT_TOKENS + 1)
 
-    with pytest.raises(ValueError, match="1 to 5 tokens, got 0"):
+    with pytest.raises(ValueError, match=f"1 to {DRAFT_TOKENS + 1} tokens, got 0"):
         batch.logits([], 0)
-    with pytest.raises(ValueError, match="got 6"):
-        batch.logits([1] * 6, 0)
+    with pytest.raises(ValueError, match=f"got {DRAFT_TOKENS + 2}"):
+        batch.logits([1] * (DRAFT_TOKENS + 2), 0)
     with pytest.raises(ModelError, match="llama_decode 1"):
         batch.logits([1, 2], 10)
     assert list(batch.batch.pos[:2]) == [10, 11] and batch.batch.logits[:2] == [True, True]
