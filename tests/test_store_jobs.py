@@ -82,25 +82,29 @@ def someone_writing(db_url: str) -> Iterator[None]:
         writer.close()
 
 
-def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
-    store_factory: Callable[..., Store], db_url: str
-) -> None:
-    store = store_factory(busy_timeout_s=0.2)
-    if store.backend != "sqlite":
-        pytest.skip("PostgreSQL claims take row locks, not a database-wide write lock")
-    with someone_writing(db_url):
-        assert store.claim_work("idle-worker", lease_s=30) is None
-
-
-def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
-    store_factory: Callable[..., Store], db_url: str
-) -> None:
+@pytest.fixture
+def impatient_sqlite(store_factory: Callable[..., Store]) -> Store:
+    """A SQLite store that waits 0.2 s for the write lock (PostgreSQL has no database-wide
+    write lock: its claims take row locks)."""
     store = store_factory(busy_timeout_s=0.2)
     if store.backend != "sqlite":
         pytest.skip("PostgreSQL has no database-wide write lock")
+    return store
+
+
+def test_an_idle_sqlite_look_does_not_wait_for_the_write_lock(
+    impatient_sqlite: Store, db_url: str
+) -> None:
+    with someone_writing(db_url):
+        assert impatient_sqlite.claim_work("idle-worker", lease_s=30) is None
+
+
+def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
+    impatient_sqlite: Store, db_url: str
+) -> None:
     with someone_writing(db_url), pytest.raises(StoreUnavailable, match="locked"):
-        store.create_session("s1")
-    assert store.create_session("s1").id == "s1"  # nothing half-done stands in the way
+        impatient_sqlite.create_session("s1")
+    assert impatient_sqlite.create_session("s1").id == "s1"  # nothing half-done stands in the way
 
 
 def test_listening_workers_are_told_of_new_work(store: Store) -> None:

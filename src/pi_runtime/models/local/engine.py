@@ -288,7 +288,7 @@ class Engine:
         utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
         recent: list[int] = []
         produced = 0
-        logits = np.ctypeslib.as_array(lib.llama_get_logits_ith(llm.ctx, -1), shape=(self.n_vocab,))
+        logits = self._last_logits()
         chosen: int | None = None  # chosen from a draft's logits, not yet evaluated
 
         def write(token: int) -> bool:
@@ -321,11 +321,9 @@ class Engine:
             guess = draft(llm.input_ids[: position + 1], min(DRAFT_TOKENS, max_tokens - produced))
             if not self.drafting or not guess:
                 llm.eval([token])
-                logits = np.ctypeslib.as_array(
-                    lib.llama_get_logits_ith(llm.ctx, -1), shape=(self.n_vocab,)
-                )
+                logits = self._last_logits()
                 continue
-            rows = self._evaluate([token, *guess], position)
+            rows = self._evaluate([token, *guess])
             kept = 0
             for guessed, row in zip(guess, rows, strict=False):
                 if stop.is_set():
@@ -342,12 +340,16 @@ class Engine:
             logits = rows[kept]
         return produced, True
 
-    def _evaluate(self, tokens: list[int], position: int) -> list[Any]:
-        """Evaluate `tokens` from `position` (the KV cache past it dropped first); the
-        logits after each."""
+    def _last_logits(self) -> Any:
+        """The logits after the last token evaluated: a view of llama.cpp's own buffer."""
+        return np.ctypeslib.as_array(
+            self.lib.llama_get_logits_ith(self.llm.ctx, -1), shape=(self.n_vocab,)
+        )
+
+    def _evaluate(self, tokens: list[int]) -> list[Any]:
+        """Evaluate `tokens` after those evaluated so far; the logits after each."""
         llm = self.llm
-        llm.n_tokens = position
-        llm.eval([])  # drops what the cache holds past `position`
+        position = llm.n_tokens  # every pass leaves the KV cache holding exactly these
         rows = self.lookahead.logits(tokens, position)
         llm.input_ids[position : position + len(tokens)] = tokens
         llm.n_tokens = position + len(tokens)
