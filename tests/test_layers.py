@@ -20,6 +20,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 SURFACE = 10
 LAYERS: dict[str, int] = {
     "exceptions": 0,
+    "cachedir": 0,  # a path from the environment, for any layer
     "messages": 1,
     "qrp1": 1,
     "models": 2,

