@@ -30,6 +30,7 @@ from ...exceptions import ModelError
 from ..base import ToolChoice, ToolDefinition
 from .chat import CALL_CLOSE, CALL_OPEN, call_schema, chat_grammar, json_answer_rules
 from .lookahead import DRAFT_TOKENS, Batch, draft
+from .prefixes import WORTH_TOKENS, Prefixes, shared
 from .prompt import inline_refs, reply_schema
 
 __all__ = [
@@ -150,6 +151,7 @@ def _close_engines() -> None:
     garbage collector, `Llama.__del__` runs after them and prints a TypeError."""
     with _engines_lock:
         for engine in _engines.values():
+            engine.prefixes.clear()
             engine.lookahead.close()
             engine.llm.close()
         _engines.clear()
@@ -204,6 +206,8 @@ class Engine:
         self.drafting = True
         """Check drafted tokens along with each one written (see `lookahead`); False
         writes one token a pass."""
+        self.prefixes = Prefixes(llama_cpp, self.llm.ctx)
+        """Earlier prompts' KV caches, for prompts that come back (see `prefixes`)."""
 
     def _is_special(self, token: int) -> bool:
         attributes = int(self.lib.llama_vocab_get_attr(self.vocab, token))
@@ -261,16 +265,24 @@ class Engine:
         )
 
     def _feed_prompt(self, tokens: list[int]) -> int:
-        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
-        held = self.llm.input_ids[: self.llm.n_tokens].tolist()
-        same = 0
-        for a, b in zip(held, tokens, strict=False):
-            if a != b:
-                break
-            same += 1
+        """Evaluate the prompt, reusing the longest prefix in the KV cache or kept from an
+        earlier prompt (`prefixes`); how many tokens were reused."""
+        llm = self.llm
+        held = llm.input_ids[: llm.n_tokens].tolist()
+        same = shared(held, tokens)
+        if len(held) - same >= WORTH_TOKENS:  # the cache is about to lose what may return
+            self.prefixes.keep(held)
+        found = self.prefixes.best(tokens)
+        if found is not None and found[1] - same >= WORTH_TOKENS:
+            kept, same = found
+            if self.prefixes.restore(kept):
+                llm.input_ids[: len(kept.tokens)] = kept.tokens
+            else:  # llama.cpp refused the copy and emptied the sequence
+                self.prefixes.kept.remove(kept)
+                same = 0
         reuse = min(same, len(tokens) - 1)  # the last token is re-evaluated for its logits
-        self.llm.n_tokens = reuse
-        self.llm.eval(tokens[reuse:])
+        llm.n_tokens = reuse  # eval drops the cache past it
+        llm.eval(tokens[reuse:])
         return reuse
 
     def _sample(
