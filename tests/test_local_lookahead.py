@@ -97,10 +97,10 @@ def test_a_batch_refuses_what_it_cannot_hold_and_a_failed_decode_is_a_model_erro
 
 
 def _reply(model: LocalModel, drafting: bool) -> tuple[Any, int, int]:
-    """The reply to the demo's question, from a cold cache; and the forward passes it took."""
+    """The reply to the demo's question, and the forward passes it took. The second call
+    reads the prompt from the KV cache the first left (all but its last token)."""
     engine = model._engine()
     engine.drafting = drafting
-    engine.llm.n_tokens = 0
     passes = {"one": 0, "drafted": 0}
     evaluate, logits = engine.llm.eval, engine.lookahead.logits
 

@@ -1,6 +1,6 @@
 """`pi serve` as the console script: a real process on 127.0.0.1, real HTTP, a second
-process (`pi worker`) delivering a background job, refusals before anything listens, and
-a clean stop on SIGTERM."""
+process (`pi worker`) delivering a background job, refusals before anything listens (one
+in a process of its own, the rest in this one), and a clean stop on SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,12 +8,14 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
-from cli_support import pi_process
+from cli_support import pi_inprocess, pi_process
 from durable_support import *  # noqa: F403  (db_url: SQLite and PostgreSQL)
 from serve_support import LOOKUP_THEN_ANSWER, REPO, ServeProcess, wait_for, write_agent
 
@@ -85,12 +87,20 @@ def test_the_servers_own_worker_delivers_the_background_job(tmp_path: Path) -> N
     assert [r["kind"] for r in session["runs"]] == ["user", "server_result"]
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "example.com"])
+@pytest.mark.parametrize(
+    ("host", "pi"),
+    [
+        ("0.0.0.0", pi_process),  # the console script itself exits before listening
+        ("::", pi_inprocess),
+        ("192.0.2.7", pi_inprocess),
+        ("example.com", pi_inprocess),
+    ],
+)
 def test_a_public_host_without_a_token_is_refused_before_listening(
-    tmp_path: Path, host: str
+    tmp_path: Path, host: str, pi: Callable[..., Any]
 ) -> None:
     agent = write_agent(tmp_path / "shop", LOOKUP_THEN_ANSWER)
-    ran = pi_process("serve", "--agent", str(agent), "--host", host, cwd=tmp_path)
+    ran = pi("serve", "--agent", str(agent), "--host", host, cwd=tmp_path)
     assert ran.returncode == 2
     assert "--token" in ran.stderr and "reachable from other machines" in ran.stderr
     assert "Uvicorn running" not in ran.stderr
@@ -109,13 +119,13 @@ def test_bad_serve_flags_are_refused_with_a_reason_and_no_token_echoed(tmp_path:
         (["--agent", agent], "two agents are named"),
         (["--db", "mysql://nowhere/x"], "sqlite"),
     ]
-    for extra, message in cases:
-        ran = pi_process("serve", "--agent", agent, *extra, cwd=tmp_path)
+    for extra, message in cases:  # in this process: each is refused before any listening
+        ran = pi_inprocess("serve", "--agent", agent, *extra, cwd=tmp_path)
         assert ran.returncode == 2, (extra, ran.stderr)
         assert message in ran.stderr, (extra, ran.stderr)
         assert 'short"' not in ran.stderr and "Traceback" not in ran.stderr
     tokens.write_text(json.dumps({TOKEN: "not a tenant!"}))
-    ran = pi_process("serve", "--agent", agent, "--tokens", str(tokens), cwd=tmp_path)
+    ran = pi_inprocess("serve", "--agent", agent, "--tokens", str(tokens), cwd=tmp_path)
     assert ran.returncode == 2 and "the tenant must be" in ran.stderr and TOKEN not in ran.stderr
 
 
