@@ -142,6 +142,7 @@ def test_a_tools_prompt_read_before_a_short_one_is_not_read_again() -> None:
     model = LocalModel(max_tokens=12)
     engine = model._engine()
     engine.prefixes.clear()
+    engine.llm.n_tokens = 0  # nothing from earlier tests to keep
     question = "北京 12 月 5 日天气怎么样？"
 
     first = reply(model, question)
