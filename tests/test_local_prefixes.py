@@ -111,8 +111,11 @@ def test_a_copy_llama_cpp_refuses_is_reported() -> None:
     prefixes.keep(held(lib, [1] * WORTH_TOKENS))
     lib.refuse = True
 
-    assert not prefixes.restore(prefixes.kept[0])
-    assert isinstance(prefixes.kept[0].state, ctypes.Array)
+    kept = prefixes.kept[0]
+    assert isinstance(kept.state, ctypes.Array)
+
+    assert not prefixes.restore(kept)
+    assert prefixes.kept == [] and lib.sequence == []  # a copy refused once is not tried again
 
 
 # --- the real model -------------------------------------------------------------------
@@ -138,7 +141,9 @@ def reply(model: LocalModel, question: str, *, tools: bool = True) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.embedded_model
-def test_a_tools_prompt_read_before_a_short_one_is_not_read_again() -> None:
+def test_a_tools_prompt_read_before_a_short_one_is_not_read_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     model = LocalModel(max_tokens=12)
     engine = model._engine()
     engine.prefixes.clear()
@@ -157,3 +162,12 @@ def test_a_tools_prompt_read_before_a_short_one_is_not_read_again() -> None:
         (c.name, c.raw) for c in first.tool_calls
     ]
     assert again.content == first.content and again.tool_calls
+
+    # a copy llama.cpp refuses: the prompt is read whole, and the reply is the same
+    reply(model, "你好", tools=False)
+    monkeypatch.setattr(engine.lib, "llama_state_seq_set_data", lambda *args: 0)
+    refused = reply(model, question)
+    assert refused.usage.cached_tokens == 0
+    assert [(c.name, c.raw) for c in refused.tool_calls] == [
+        (c.name, c.raw) for c in first.tool_calls
+    ]

@@ -278,7 +278,6 @@ class Engine:
             if self.prefixes.restore(kept):
                 llm.input_ids[: len(kept.tokens)] = kept.tokens
             else:  # llama.cpp refused the copy and emptied the sequence
-                self.prefixes.kept.remove(kept)
                 same = 0
         reuse = min(same, len(tokens) - 1)  # the last token is re-evaluated for its logits
         llm.n_tokens = reuse  # eval drops the cache past it

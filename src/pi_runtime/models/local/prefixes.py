@@ -81,12 +81,14 @@ class Prefixes:
         return found if found is not None and found[1] > 0 else None
 
     def restore(self, kept: Kept) -> bool:
-        """Put `kept` back as the cache's sequence (most recently used now); False when
-        llama.cpp refuses it, and the cache is then empty."""
+        """Put `kept` back as the cache's sequence, now the most recently used copy. False
+        when llama.cpp refuses it: the sequence is then empty, and the copy is dropped."""
         self.kept.remove(kept)
-        self.kept.append(kept)
         size = len(kept.state)
-        return int(self._lib.llama_state_seq_set_data(self._ctx, kept.state, size, 0)) == size
+        if int(self._lib.llama_state_seq_set_data(self._ctx, kept.state, size, 0)) != size:
+            return False
+        self.kept.append(kept)
+        return True
 
     def clear(self) -> None:
         self.kept.clear()
