@@ -96,11 +96,15 @@ def test_a_batch_refuses_what_it_cannot_hold_and_a_failed_decode_is_a_model_erro
     assert lib.freed == 1
 
 
-def _reply(model: LocalModel, drafting: bool) -> tuple[Any, int, int]:
-    """The reply to the demo's question, and the forward passes it took. The second call
-    reads the prompt from the KV cache the first left (all but its last token)."""
+def _reply(model: LocalModel, drafting: bool, *, cold: bool = False) -> tuple[Any, int, int]:
+    """The reply to the demo's question, and the forward passes it took; from an empty KV
+    cache when `cold`, else from what the last call left (all but the prompt's last token,
+    for the same question)."""
     engine = model._engine()
     engine.drafting = drafting
+    if cold:  # nothing an earlier test left, in the cache or kept
+        engine.prefixes.clear()
+        engine.llm.n_tokens = 0
     passes = {"one": 0, "drafted": 0}
     evaluate, logits = engine.llm.eval, engine.lookahead.logits
 
@@ -134,7 +138,7 @@ def _reply(model: LocalModel, drafting: bool) -> tuple[Any, int, int]:
 def test_drafting_writes_the_same_reply_in_fewer_passes() -> None:
     model = LocalModel(max_tokens=64)
 
-    alone, one_at_a_time, none_drafted = _reply(model, drafting=False)
+    alone, one_at_a_time, none_drafted = _reply(model, drafting=False, cold=True)
     drafted, single, checked = _reply(model, drafting=True)
 
     assert [(c.name, c.raw) for c in drafted.tool_calls] == [

