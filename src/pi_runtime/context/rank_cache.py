@@ -19,9 +19,10 @@ import itertools
 import os
 import stat
 import sys
-import tempfile
 from array import array
 from pathlib import Path
+
+from ..cachedir import replacing
 
 __all__ = ["content", "read_ranks", "write_ranks"]
 
@@ -117,18 +118,9 @@ def write_ranks(path: Path, ranks: dict[bytes, int], source: os.stat_result) -> 
     Best effort: a cache folder that cannot be written only means the next process
     parses the shipped file too. The copy appears whole or not at all (a rename).
     """
-    temp: str | None = None
     try:
         data = MAGIC + _source_key(source) + content(ranks)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(handle, "wb") as out:
+        with replacing(path) as out:
             out.write(data)
-        os.chmod(temp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
-        os.replace(temp, path)
-        temp = None
     except (OSError, OverflowError):  # OverflowError: ranks no uint32 holds, not o200k's
         pass
-    finally:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)

