@@ -30,12 +30,21 @@ def _union() -> TypeAdapter[Event]:
     return TypeAdapter[Event](Annotated[Event, Discriminator("kind")])
 
 
-_BY_CLASS: dict[type, SchemaSerializer] = {
-    # one serializer per class writes the union's bytes without its dispatch (~2 µs an
-    # event), called directly: `dump_json`'s keyword plumbing costs a third of a small one
-    kind: TypeAdapter(kind).serializer
-    for kind in get_args(Event)
-}
+_EVENT_CLASSES = frozenset(get_args(Event))
+_BY_CLASS: dict[type, SchemaSerializer] = {}
+"""One serializer per class writes the union's bytes without its dispatch (~2 µs an
+event), called directly: `dump_json`'s keyword plumbing costs a third of a small one."""
+
+
+def _serializer(kind: type) -> SchemaSerializer:
+    """The serializer for events of class `kind`, built on its first event: a run writes
+    about ten of the classes, and building all of them cost each process ~25 ms."""
+    serializer = _BY_CLASS.get(kind)
+    if serializer is None:
+        built = TypeAdapter(kind) if kind in _EVENT_CLASSES else _union()
+        serializer = _BY_CLASS[kind] = built.serializer
+    return serializer
+
 
 # Inside JSON strings only (JSON's own syntax is ASCII), and each of these UTF-8 sequences
 # spells one character alone: replacing the bytes escapes exactly those characters.
@@ -96,7 +105,7 @@ def _dump(event: Event) -> bytes:
     elif type(event) is ModelResponded and type(event.turn) is int and type(event.step) is int:
         body = _message_json(event.message)
         if body is not None:
-            tail = _BY_CLASS[ModelResponded].to_json(
+            tail = _serializer(ModelResponded).to_json(
                 event, exclude=_RESPONSE_HEAD, fallback=str, warnings=False
             )
             return b'{"kind":"model_response","turn":%d,"step":%d,"message":%b,%b' % (
@@ -105,8 +114,7 @@ def _dump(event: Event) -> bytes:
                 body,
                 tail[1:],
             )
-    serializer = _BY_CLASS.get(type(event)) or _union().serializer
-    return serializer.to_json(event, fallback=str, warnings=False)
+    return _serializer(type(event)).to_json(event, fallback=str, warnings=False)
 
 
 def event_to_json(event: Event) -> bytes:
