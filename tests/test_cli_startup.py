@@ -53,6 +53,33 @@ def test_help_leaves_the_runtime_unloaded(argv: list[str]) -> None:
     assert done.stdout.strip() == "[]", done.stderr
 
 
+def test_a_run_without_a_store_never_loads_one(tmp_path: Path) -> None:
+    # a third of a scripted `pi run`'s CPU went to importing the store it did not use
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "hello"}]}), encoding="utf-8")
+    argv = ["pi", "run", "hi", "--model", f"scripted:{script}", "--trace-dir", str(tmp_path)]
+    code = (
+        f"import sys, contextlib, io; sys.argv = {argv!r}\n"
+        "from pi_runtime.cli import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+        "print(out.getvalue().strip())\n"
+        "print([m for m in ('sqlalchemy', 'pi_runtime.durable') if m in sys.modules])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": SRC, "COLUMNS": "100"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+    answer, loaded = done.stdout.strip().splitlines()
+    assert answer == "hello", done.stderr
+    assert loaded == "[]"
+
+
 def test_the_cli_spells_the_qrp_kinds_as_the_codec_does() -> None:
     assert KINDS == CODEC_KINDS
 

@@ -182,9 +182,9 @@ def _definition(
     base_url: str | None,
 ) -> AgentDefinition:
     """The agent the command line defines: the agent file with the flags over it."""
-    from ..durable.recipe import definition_here
+    # from loop, not durable: a run without --db never imports the store (SQLAlchemy)
     from ..loop.agentfile import read_agent_file
-    from ..loop.definition import absolute_model
+    from ..loop.definition import absolute_model, definition_here
 
     if agent_file is None:
         return definition_here(model=model, tools=tools or [], base_url=base_url)

@@ -11,14 +11,11 @@ definition grew these keys hold a subset of them and still load.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
-from ..loop import Limits
-from ..loop.definition import DEFAULT_JOB_ATTEMPTS, AgentDefinition, absolute_model
+from ..loop.definition import DEFAULT_JOB_ATTEMPTS, AgentDefinition, definition_here
 from ..tools import ToolSpec
 from ..tools.loading import load_tools
 
@@ -26,26 +23,6 @@ Recipe = AgentDefinition
 """What a session stores to rebuild its agent: its `AgentDefinition`."""
 
 __all__ = ["DEFAULT_JOB_ATTEMPTS", "Recipe", "definition_here", "import_tools", "stored_recipe"]
-
-
-def definition_here(
-    *,
-    model: str | None = None,
-    tools: tuple[str, ...] | list[str] = (),
-    limits: Limits | None = None,
-    base_url: str | None = None,
-    job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
-) -> AgentDefinition:
-    """A definition from command-line flags: file paths made absolute against the
-    current folder, which is also where the tool modules import from."""
-    return AgentDefinition(
-        model=absolute_model(model, Path.cwd()),
-        tools=tuple(tools),
-        limits={} if limits is None else limits.to_dict(),
-        base_url=base_url,
-        import_path=os.getcwd(),
-        job_max_attempts=job_max_attempts,
-    )
 
 
 def stored_recipe(data: Mapping[str, Any] | None) -> AgentDefinition:

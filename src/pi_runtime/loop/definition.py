@@ -12,6 +12,7 @@ or raises `DefinitionError` naming the key. Adding a key is one field and one ru
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import typing
 from collections.abc import Callable, Mapping
@@ -681,3 +682,23 @@ def absolute_model(spec: str | None, base: Path) -> str | None:
     if sep and rest and prefix in PATH_SPECS and rest not in EMBEDDED_NAMES:
         return f"{prefix}:{(base / Path(rest).expanduser()).resolve()}"
     return spec
+
+
+def definition_here(
+    *,
+    model: str | None = None,
+    tools: tuple[str, ...] | list[str] = (),
+    limits: Limits | None = None,
+    base_url: str | None = None,
+    job_max_attempts: int = DEFAULT_JOB_ATTEMPTS,
+) -> AgentDefinition:
+    """A definition from command-line flags: file paths made absolute against the
+    current folder, which is also where the tool modules import from."""
+    return AgentDefinition(
+        model=absolute_model(model, Path.cwd()),
+        tools=tuple(tools),
+        limits={} if limits is None else limits.to_dict(),
+        base_url=base_url,
+        import_path=os.getcwd(),
+        job_max_attempts=job_max_attempts,
+    )
