@@ -11,13 +11,24 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo demo-scripted demo-jobs test lint typecheck unit slow bench clean install
 
-# llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras,
-# and for any x86-64 with AVX2 rather than for this CPU: a native build uses every
-# instruction the CPU advertises, and virtual machines advertise AMX tiles that their
-# kernel does not enable (SIGILL on the first decode). pip caches built wheels by version,
-# not by CMAKE_ARGS, so the install does not read its wheel cache.
+# llama-cpp-python builds from source (several minutes on 2 cores): CPU only, no extras.
+# Not a native build: that uses every instruction the CPU advertises, and virtual machines
+# advertise AMX tiles that their kernel does not enable (SIGILL on the first decode).
+# Instead: AVX2, plus the AVX-512 and VNNI extensions that /proc/cpuinfo lists (the kernel
+# lists only those it enabled). With them the default model reads a prompt about 1.7 times
+# as fast (969 tokens: 13.4 -> 7.7 s on 2 cores). The venv is for this machine; set
+# CMAKE_ARGS to build for another. pip caches built wheels by version, not by CMAKE_ARGS,
+# so the install does not read its wheel cache.
+CPU_FLAGS := $(shell grep -m1 '^flags' /proc/cpuinfo 2>/dev/null)
+has = $(filter $(1),$(CPU_FLAGS))
+AVX512 := $(and $(call has,avx512f),$(call has,avx512cd),$(call has,avx512vl),\
+	$(call has,avx512dq),$(call has,avx512bw))
+X86_EXTRAS := $(if $(call has,avx_vnni),-DGGML_AVX_VNNI=ON) $(if $(AVX512),-DGGML_AVX512=ON \
+	$(if $(call has,avx512vbmi),-DGGML_AVX512_VBMI=ON) \
+	$(if $(call has,avx512_vnni),-DGGML_AVX512_VNNI=ON) \
+	$(if $(call has,avx512_bf16),-DGGML_AVX512_BF16=ON))
 export CMAKE_ARGS ?= -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_NATIVE=OFF \
-	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+	-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON $(X86_EXTRAS)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
