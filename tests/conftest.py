@@ -11,7 +11,14 @@ takes as long either way.
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+# Prompts an earlier run saved on disk would make what a test of the embedded model reads
+# depend on the machine's past: the suite and the processes it starts save none, unless a
+# test gives its own directory (test_local_saved.py).
+os.environ["PI_SAVED_PROMPTS"] = "off"
 
 EMBEDDED_MODEL_GROUP = pytest.mark.xdist_group("embedded-model")
 

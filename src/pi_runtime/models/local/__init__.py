@@ -38,6 +38,7 @@ from .chat_reply import ChatReplyParser, answered_calls, call_key
 from .files import DEFAULT_EMBEDDED, EMBEDDED
 from .prompt import render_prompt
 from .reply import ReplyParser
+from .saved import saved_prompts_root
 
 if TYPE_CHECKING:  # the engine imports numpy and llama_cpp: only when a reply is due
     from .engine import Decoded, Engine
@@ -66,6 +67,10 @@ class LocalModel:
         temperature: sampling temperature when the request's settings give none; 0 is
             greedy, so the same conversation gets the same reply.
         seed: seed of the sampler when the temperature is above 0.
+        saved_prompts: where prompts' KV caches are saved, so that a later process does
+            not read the same prompt again (the agent's system prompt and tools, in
+            every `pi run`): True for `$PI_SAVED_PROMPTS` (`off` for nowhere), else
+            `prompts` in the cache directory; a directory; or False to save none.
     """
 
     def __init__(
@@ -77,6 +82,7 @@ class LocalModel:
         max_tokens: int = DEFAULT_MAX_TOKENS,
         temperature: float = 0.0,
         seed: int = 0,
+        saved_prompts: Path | bool = True,
     ) -> None:
         if importlib.util.find_spec("llama_cpp") is None:
             raise UserError(f"the local model needs llama-cpp-python: {INSTALL_HINT}")
@@ -102,6 +108,8 @@ class LocalModel:
         self.max_tokens = max_tokens
         self.temperature = temperature
         self.seed = seed
+        self.saved_prompts = saved_prompts_root(saved_prompts)
+        """The directory of prompts saved across processes, or None."""
 
     @property
     def context_window(self) -> int | None:
@@ -240,6 +248,7 @@ class LocalModel:
                 on_text=on_text,
                 stop=stop,
                 chat=engine.chat_template is not None,
+                saved=self.saved_prompts,
             )
         )
         # Runs after every piece the thread queued: both go through call_soon_threadsafe.

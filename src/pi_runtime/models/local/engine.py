@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import codecs
 import ctypes
+import hashlib
 import importlib
 import json
 import math
@@ -30,8 +31,9 @@ from ...exceptions import ModelError
 from ..base import ToolChoice, ToolDefinition
 from .chat import CALL_CLOSE, CALL_OPEN, call_schema, chat_grammar, json_answer_rules
 from .lookahead import DRAFT_TOKENS, Batch, draft
-from .prefixes import WORTH_TOKENS, Prefixes, shared
+from .prefixes import WORTH_TOKENS, Kept, Prefixes, shared
 from .prompt import inline_refs, reply_schema
+from .saved import SAVE_TOKENS, SavedPrompts
 
 __all__ = [
     "Decoded",
@@ -208,6 +210,13 @@ class Engine:
         writes one token a pass."""
         self.prefixes = Prefixes(llama_cpp, self.llm.ctx)
         """Earlier prompts' KV caches, for prompts that come back (see `prefixes`)."""
+        stat = path.stat()
+        build = f"{path.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}\0{llama_cpp.__version__}\0"
+        self.model_key = hashlib.sha256(
+            build.encode("utf-8", "replace") + llama_cpp.llama_print_system_info()
+        ).hexdigest()[:16]
+        """Names the saved prompts this model file and llama.cpp build may read back."""
+        self._saved: dict[Path, SavedPrompts] = {}
 
     def _is_special(self, token: int) -> bool:
         attributes = int(self.lib.llama_vocab_get_attr(self.vocab, token))
@@ -233,11 +242,13 @@ class Engine:
         on_text: Callable[[str], None],
         stop: threading.Event,
         chat: bool = False,
+        saved: Path | None = None,
     ) -> Decoded:
         """Write a reply to `prompt` under `grammar`, passing its text on as it comes.
 
         `chat`: the prompt is a rendered chat template, whose control tokens are meant
         (text from outside was defanged before rendering) and which brings its own BOS.
+        `saved`: the directory of prompts saved across processes (see `saved`), or None.
         """
         with self.lock:
             tokens = self.llm.tokenize(prompt.encode("utf-8"), add_bos=not chat, special=chat)
@@ -252,33 +263,61 @@ class Engine:
             )
             if not sampler:
                 raise ModelError("the reply grammar built from the tool schemas is invalid")
+            store = self._store(saved)
             try:
-                cached = self._feed_prompt(tokens)
+                cached = self._feed_prompt(tokens, store)
                 banned = self.banned if chat else None
                 produced, cut = self._sample(
                     sampler, max_tokens, temperature, random.Random(seed), on_text, stop, banned
                 )
             finally:
                 self.lib.llama_sampler_free(sampler)
+            if store is not None and len(tokens) - cached >= SAVE_TOKENS:
+                self._save(store)
         return Decoded(
             prompt_tokens=len(tokens), cached_tokens=cached, output_tokens=produced, cut=cut
         )
 
-    def _feed_prompt(self, tokens: list[int]) -> int:
-        """Evaluate the prompt, reusing the longest prefix in the KV cache or kept from an
-        earlier prompt (`prefixes`); how many tokens were reused."""
+    def _store(self, root: Path | None) -> SavedPrompts | None:
+        if root is None:
+            return None
+        store = self._saved.get(root)
+        if store is None:
+            store = self._saved[root] = SavedPrompts(root, self.model_key)
+        return store
+
+    def _save(self, store: SavedPrompts) -> None:
+        """Save the sequence the cache holds for later processes."""
+        state = self.prefixes.copy(store.budget)
+        if state is not None:
+            store.save(self.llm.input_ids[: self.llm.n_tokens].tolist(), state)
+
+    def _feed_prompt(self, tokens: list[int], store: SavedPrompts | None = None) -> int:
+        """Evaluate the prompt, reusing the longest prefix in the KV cache, kept from an
+        earlier prompt (`prefixes`) or saved by an earlier process (`saved`); how many
+        tokens were reused."""
         llm = self.llm
         held = llm.input_ids[: llm.n_tokens].tolist()
         same = shared(held, tokens)
         if len(held) - same >= WORTH_TOKENS:  # the cache is about to lose what may return
             self.prefixes.keep(held)
-        found = self.prefixes.best(tokens)
+        found: tuple[Kept, int] | None = self.prefixes.best(tokens)
+        source: Path | None = None
+        known = max(same, found[1] if found is not None else 0)
+        if store is not None and len(tokens) - known > WORTH_TOKENS:  # the disk may serve more
+            on_disk = store.find(tokens, limit=self.n_ctx)
+            if on_disk is not None and on_disk[1] - known >= WORTH_TOKENS:
+                loaded = store.load(on_disk[0], n_vocab=self.n_vocab, limit=self.n_ctx)
+                if loaded is not None:
+                    found, source = (loaded, on_disk[1]), on_disk[0]
         if found is not None and found[1] - same >= WORTH_TOKENS:
             kept, same = found
             if self.prefixes.restore(kept):
                 llm.input_ids[: len(kept.tokens)] = kept.tokens
             else:  # llama.cpp refused the copy and emptied the sequence
                 same = 0
+                if store is not None and source is not None:
+                    store.forget(source)  # and never offered again
         reuse = min(same, len(tokens) - 1)  # the last token is re-evaluated for its logits
         llm.n_tokens = reuse  # eval drops the cache past it
         llm.eval(tokens[reuse:])

@@ -62,14 +62,25 @@ class Prefixes:
         dropped: this one serves every prompt that one did."""
         if len(tokens) < WORTH_TOKENS:
             return
+        state = self.copy(self._budget)
+        if state is not None:
+            self.adopt(Kept(list(tokens), state))
+
+    def copy(self, budget: int) -> Any:
+        """The cache's sequence as llama.cpp writes it out (a ctypes uint8 array), or None
+        when it is empty, larger than `budget` or llama.cpp fails to copy it."""
         size = int(self._lib.llama_state_seq_get_size(self._ctx, 0))
-        if size <= 0 or size > self._budget:
-            return
+        if size <= 0 or size > budget:
+            return None
         state = (ctypes.c_uint8 * size)()
         if int(self._lib.llama_state_seq_get_data(self._ctx, state, size, 0)) != size:
-            return
-        self.kept = [k for k in self.kept if shared(k.tokens, tokens) < len(k.tokens)]
-        self.kept.append(Kept(list(tokens), state))
+            return None
+        return state
+
+    def adopt(self, kept: Kept) -> None:
+        """Hold `kept` as the most recently used copy; copies of a prefix of it go."""
+        self.kept = [k for k in self.kept if shared(k.tokens, kept.tokens) < len(k.tokens)]
+        self.kept.append(kept)
         while sum(len(k.state) for k in self.kept) > self._budget:
             self.kept.pop(0)
 
@@ -81,13 +92,14 @@ class Prefixes:
         return found if found is not None and found[1] > 0 else None
 
     def restore(self, kept: Kept) -> bool:
-        """Put `kept` back as the cache's sequence, now the most recently used copy. False
-        when llama.cpp refuses it: the sequence is then empty, and the copy is dropped."""
-        self.kept.remove(kept)
+        """Put `kept` (held or not) back as the cache's sequence, now the most recently used
+        copy. False when llama.cpp refuses it: the sequence is then empty, and the copy is
+        dropped."""
+        self.kept = [k for k in self.kept if k is not kept]
         size = len(kept.state)
         if int(self._lib.llama_state_seq_set_data(self._ctx, kept.state, size, 0)) != size:
             return False
-        self.kept.append(kept)
+        self.adopt(kept)
         return True
 
     def clear(self) -> None:
