@@ -96,6 +96,24 @@ def test_a_damaged_file_is_never_loaded(tmp_path: Path, damage: Any, tokens_read
         assert hit is None
 
 
+def test_a_damaged_file_that_cannot_be_removed_is_still_never_loaded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SavedPrompts(tmp_path, "model")
+    store.save([1, 2, 3], state(4, 5, 6))
+    (path,) = saved_files(tmp_path)
+    path.write_bytes(path.read_bytes()[:-1])
+
+    def refuse(self: Path, missing_ok: bool = False) -> None:
+        raise PermissionError(f"cannot remove {self}")
+
+    monkeypatch.setattr(Path, "unlink", refuse)
+    for _ in range(2):  # raises nothing, loads nothing, each time
+        hit = store.find([1, 2, 3], limit=100)
+        assert hit is not None and store.load(hit[0], n_vocab=VOCAB, limit=100) is None
+    assert saved_files(tmp_path) == [path]
+
+
 def test_tokens_outside_the_vocabulary_or_past_the_context_are_refused(tmp_path: Path) -> None:
     store = SavedPrompts(tmp_path, "model")
     store.save([1, 2, VOCAB + 5], state(1))

@@ -117,8 +117,10 @@ class SavedPrompts:
             return
 
     def forget(self, path: Path) -> None:
-        """Remove a saved file llama.cpp refused."""
-        path.unlink(missing_ok=True)
+        """Remove a damaged saved file, or one llama.cpp refused. A file that cannot be
+        removed stays: it is checked again on every use and never loaded."""
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
     def _trim(self) -> None:
         """Remove the least recently used files until all of them fit the budget."""
