@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,13 @@ import pytest
 from pi_runtime.messages import UserMessage
 from pi_runtime.models import ModelRequest, ModelSettings
 from pi_runtime.models.local import LocalModel
-from pi_runtime.models.local.saved import ENV, SAVE_TOKENS, SavedPrompts, saved_prompts_root
+from pi_runtime.models.local.saved import (
+    ENV,
+    SAVE_TOKENS,
+    STALE_S,
+    SavedPrompts,
+    saved_prompts_root,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -142,6 +149,27 @@ def test_the_least_recently_used_files_go_when_all_models_pass_the_budget(
 
     assert two.find([2], limit=9) is None  # the least recently used went, and only it
     assert one.find([1], limit=9) and one.find([3], limit=9) and two.find([4], limit=9)
+
+
+def test_a_killed_writers_temporary_file_goes_at_the_next_save_and_a_live_ones_stays(
+    tmp_path: Path,
+) -> None:
+    store = SavedPrompts(tmp_path, "model", budget=10_000)
+    other = tmp_path / "other-model"
+    other.mkdir()
+    dead = other / ".0123.kv.abcd1234"  # what `replacing` leaves when its process is killed
+    dead.write_bytes(b"\0" * 6000)
+    old = time.time() - STALE_S - 60
+    os.utime(dead, (old, old))
+    live = other / ".4567.kv.efgh5678"  # another process writing now
+    live.write_bytes(b"\0" * 6000)
+    store.save([1], state(*[0] * 3000))
+    store.save([2], state(*[0] * 3000))
+
+    assert not dead.exists()
+    assert live.exists()
+    # the file being written counts against the budget: one of the two saved goes
+    assert len(saved_files(tmp_path)) == 1
 
 
 def test_saving_where_nothing_can_be_written_loses_nothing_but_speed(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ llama.cpp build (a KV cache is valid only for the weights and kernels that wrote
 header, the tokens, llama.cpp's sequence state, and a SHA-256 over them, checked before
 use. A torn, corrupted or refused file is removed and the prompt read again. Files are
 written under a temporary name and renamed, so processes can share the directory; the
-least recently used go first when all the saved files pass `SAVE_BYTES`.
+least recently used go first when all the saved files pass `SAVE_BYTES`. A temporary
+file older than `STALE_S` is a killed writer's and goes at the next save.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ctypes
 import hashlib
 import os
 import struct
+import time
 from collections.abc import Sequence
 from io import BufferedReader
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 from ...cachedir import cache_dir, replacing
 from .prefixes import WORTH_TOKENS, Kept, shared
 
-__all__ = ["SAVE_BYTES", "SAVE_TOKENS", "SavedPrompts", "saved_prompts_root"]
+__all__ = ["SAVE_BYTES", "SAVE_TOKENS", "STALE_S", "SavedPrompts", "saved_prompts_root"]
 
 SAVE_TOKENS = WORTH_TOKENS
 """A reply is saved only when its prompt read at least this many new tokens. Saving 1,000
@@ -41,6 +43,10 @@ tokens' KV cache (12.7 MB) takes about 30 ms and loading it about 20 ms, against
 
 SAVE_BYTES = 256 << 20
 """What the saved files may take on disk in all, every model's together."""
+
+STALE_S = 600
+"""A temporary file this old is left by a writer that died: a save takes well under a
+second, so no live writer holds one."""
 
 _MAGIC = b"PIKVSEQ1"
 _HEADER = struct.Struct("<8sIQ32s")  # magic, token count, state bytes, SHA-256
@@ -123,26 +129,44 @@ class SavedPrompts:
             path.unlink(missing_ok=True)
 
     def _trim(self) -> None:
-        """Remove the least recently used files until all of them fit the budget."""
+        """Remove killed writers' temporary files, then the least recently used files
+        until all of them fit the budget (temporary files being written count too)."""
         files = []
-        for path in self._files(self.root, every_model=True):
+        writing = 0
+        stale = time.time_ns() - STALE_S * 10**9
+        for path in self._every_file():
             try:
                 stat = path.stat()
             except OSError:
                 continue
-            files.append((stat.st_mtime_ns, stat.st_size, path))
-        total = sum(size for _, size, _ in files)
+            if not path.name.startswith("."):
+                files.append((stat.st_mtime_ns, stat.st_size, path))
+            elif stat.st_mtime_ns < stale:
+                path.unlink(missing_ok=True)
+            else:
+                writing += stat.st_size
+        total = writing + sum(size for _, size, _ in files)
         for _, size, path in sorted(files, key=lambda f: f[0]):
             if total <= self.budget:
                 break
             path.unlink(missing_ok=True)
             total -= size
 
-    @staticmethod
-    def _files(directory: Path, *, every_model: bool = False) -> list[Path]:
-        pattern = f"*/*{_SUFFIX}" if every_model else f"*{_SUFFIX}"
+    def _every_file(self) -> list[Path]:
+        """Every model's saved files and the temporary files they are written under."""
         try:
-            return sorted(p for p in directory.glob(pattern) if not p.name.startswith("."))
+            return [
+                path
+                for path in self.root.glob(f"*/*{_SUFFIX}*")
+                if path.name.endswith(_SUFFIX) or path.name.startswith(".")
+            ]
+        except OSError:
+            return []
+
+    @staticmethod
+    def _files(directory: Path) -> list[Path]:
+        try:
+            return sorted(p for p in directory.glob(f"*{_SUFFIX}") if not p.name.startswith("."))
         except OSError:
             return []
 
