@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -44,6 +45,13 @@ def test_bench_jobs_json_rows_have_the_contract_fields(
                     and r["workers"] == row["workers"])  # fmt: skip
         assert row["ratio_to_bare"] == round(row["jobs_per_s"] / bare["jobs_per_s"], 4)
     assert (tmp_path / "jobs.json").exists() and (tmp_path / "jobs.csv").exists()
+    # what the ratios were measured on: the SQLite library and the server's own version
+    said = subprocess.run(
+        [pg_cluster.bin_dir / "postgres", "--version"], capture_output=True, text=True
+    ).stdout  # "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+    server = said.split("(PostgreSQL)")[1].split()[0]
+    assert result["versions"]["sqlite"] == sqlite3.sqlite_version
+    assert result["versions"]["postgresql"].split()[0] == server
 
 
 def test_bench_jobs_refuses_an_unknown_backend(tmp_path: Path) -> None:

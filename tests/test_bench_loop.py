@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import platform
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,7 @@ from pi_runtime.bench import peers
 
 TURNS = (3, 5)
 ALL_SYSTEMS = ("pi", "pydantic-ai", "openai-agents")
+PEER_DISTS = ("pydantic-ai-slim", "openai-agents")  # the bench extra installs these
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 
 
@@ -69,6 +72,29 @@ def test_installed_peers_are_measured_on_every_turn_count(
     points = sorted((r["system"], r["turns"]) for r in data["rows"])
     assert points == sorted((s, t) for s in ALL_SYSTEMS for t in TURNS)
     assert data.get("unavailable", {}) == {}
+
+
+def test_the_result_names_the_release_of_python_pi_and_each_peer_it_ran(
+    with_peers: tuple[dict[str, Any], Path], tmp_path: Path
+) -> None:
+    data, out = with_peers
+
+    # a ratio holds for the peer's release: the result says which one it was
+    assert data["versions"] == {
+        "python": platform.python_version(),
+        "pi-runtime": metadata.version("pi-runtime"),
+        **{dist: metadata.version(dist) for dist in PEER_DISTS},
+    }
+    assert (
+        json.loads((out / "loop.json").read_text(encoding="utf-8"))["versions"]
+        == (data["versions"])
+    )
+    alone = bench_json(tmp_path / "results", "--no-peers")
+    assert set(alone["versions"]) == {"python", "pi-runtime"}  # only what it measured
+    shown = pi_bench("--turns", "3", "--repeat", "1", "--no-peers", "--out", str(tmp_path),
+                     cwd=tmp_path)  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert f"python {platform.python_version()}, pi-runtime " in " ".join(shown.stdout.split())
 
 
 def test_bench_loop_writes_csv_json_and_png(with_peers: tuple[dict[str, Any], Path]) -> None:

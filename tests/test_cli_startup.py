@@ -92,3 +92,8 @@ def test_bench_startup_prints_one_row_per_system_with_the_ratio(tmp_path: Path) 
         assert {"system", "median_ms", "runs", "ratio_to_pydantic_ai"} <= set(row)
     assert (tmp_path / "startup.json").exists()
     assert (tmp_path / "startup.csv").exists()
+    measured_peers = {"pydantic-ai": "pydantic-ai-slim", "openai-agents": "openai-agents"}
+    expected = {"python", "pi-runtime"} | {
+        dist for system, dist in measured_peers.items() if system not in data["unavailable"]
+    }
+    assert set(data["versions"]) == expected

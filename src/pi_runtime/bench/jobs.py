@@ -25,6 +25,7 @@ import asyncio
 import json
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -45,6 +46,7 @@ from ..messages import AssistantMessage, ToolResultMessage
 from ..tools import tool
 from .bare import measure_bare
 from .pgtemp import TempPostgres, admin, with_schema
+from .versions import versions
 
 BACKENDS = ("sqlite", "postgresql")
 _KILL_EVERY_S = (0.5, 1.5)  # a random worker is SIGKILLed this often in the fault pass
@@ -81,6 +83,7 @@ def measure(
     """Run every row; a backend that cannot be reached is listed under `unavailable`."""
     rows: list[dict[str, Any]] = []
     unavailable: dict[str, str] = {}
+    ran_on = versions()
     with tempfile.TemporaryDirectory(prefix="pi-bench-jobs-") as tmp:
         root = Path(tmp)
         script = root / "script.json"
@@ -88,6 +91,7 @@ def measure(
         for backend in backends:
             try:
                 with _databases(backend, root, pg_url) as fresh:
+                    ran_on[backend] = _server_version(backend, fresh())
                     plan = [(n, False) for n in workers]
                     if faults:
                         plan.append((max(max(workers), 2), True))
@@ -112,7 +116,15 @@ def measure(
         "rows": rows,
         "unavailable": unavailable,
         "settings": {"jobs": jobs, "concurrency": concurrency, "lease_s": lease_s},
+        "versions": ran_on,
     }
+
+
+def _server_version(backend: str, url: str) -> str:
+    """The database's own version: SQLite's library, or what the PostgreSQL server says."""
+    if backend == "sqlite":
+        return sqlite3.sqlite_version
+    return str(admin(url, "SHOW server_version"))
 
 
 @contextmanager

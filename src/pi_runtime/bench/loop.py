@@ -19,6 +19,7 @@ from ..models import ModelRequest, ModelResponse
 from ..testing import FunctionModel
 from ..tools import tool
 from . import peers
+from .versions import versions
 
 DEFAULT_TURNS = (50, 200, 1000)
 
@@ -106,4 +107,5 @@ def measure(
     for row in rows:
         pi_row = next(r for r in rows if r["system"] == "pi" and r["turns"] == row["turns"])
         row["ratio_to_pi"] = round(row["per_turn_us"] / pi_row["per_turn_us"], 2)
-    return {"bench": "loop", "rows": rows, "unavailable": notes}
+    measured = [peers.module_of(s) for s in systems if s != "pi"]
+    return {"bench": "loop", "rows": rows, "unavailable": notes, "versions": versions(measured)}

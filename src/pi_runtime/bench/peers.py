@@ -29,6 +29,11 @@ _PROMPT = "go"
 _FINAL_TEXT = "done"
 
 
+def module_of(system: str) -> str:
+    """The module a peer system is imported as (`pydantic_ai` for `pydantic-ai`)."""
+    return _IMPORT_NAMES[system]
+
+
 def peer_available(system: str) -> str | None:
     """Return ``None`` if ``system`` is importable, else an install hint."""
     if system not in _IMPORT_NAMES:

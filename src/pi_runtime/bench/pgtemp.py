@@ -26,6 +26,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from ..exceptions import UserError
 
@@ -138,8 +139,9 @@ def with_schema(url: str, schema: str | None) -> str:
     return f"{url}{joiner}options=-csearch_path%3D{schema}"
 
 
-def admin(url: str, sql: str) -> None:
-    """Run one statement outside a transaction (CREATE/DROP SCHEMA)."""
+def admin(url: str, sql: str) -> Any:
+    """Run one statement outside a transaction (CREATE/DROP SCHEMA, SHOW); the first
+    value of its first row, if it returns one."""
     import psycopg
     from sqlalchemy import make_url
 
@@ -152,7 +154,9 @@ def admin(url: str, sql: str) -> None:
         dbname=parsed.database,
         autocommit=True,
     ) as conn:
-        conn.execute(sql)
+        cursor = conn.execute(sql)
+        row = cursor.fetchone() if cursor.description else None
+        return None if row is None else row[0]
 
 
 def _ensure_system_user() -> None:

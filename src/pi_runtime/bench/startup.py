@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .peers import PEERS, module_of
+from .versions import versions
+
 _PI_MAIN = "import sys; sys.argv[:] = {argv!r}; from pi_runtime.cli import main; main()"
 
 SYSTEMS: tuple[tuple[str, str, str], ...] = (
@@ -75,4 +78,11 @@ def measure(*, repeat: int = 10) -> dict[str, Any]:
         for name, command, _ in SYSTEMS
         if name in medians
     ]
-    return {"bench": "startup", "repeat": repeat, "rows": rows, "unavailable": unavailable}
+    measured = [module_of(name) for name in medians if name in PEERS]
+    return {
+        "bench": "startup",
+        "repeat": repeat,
+        "rows": rows,
+        "unavailable": unavailable,
+        "versions": versions(measured),
+    }

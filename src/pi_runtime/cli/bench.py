@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from ._console import console, fail, say
 from .bench_docs import bench_docs
 from .bench_qrp import bench_qrp
-from .bench_startup import bench_startup
+from .bench_startup import bench_footer, bench_startup
 
 bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", no_args_is_help=True)
 
@@ -53,7 +52,7 @@ def bench_loop(
         return
     screen = console()
     print_table(result, screen, "runtime overhead per turn (µs, median)")
-    _unavailable_and_files(screen, result)
+    bench_footer(screen, result)
 
 
 @bench_app.command("context")
@@ -127,13 +126,7 @@ def bench_preamble(
     print_table(
         result, screen, f"preamble before the first tool call ({result['table_rows']}-row import)"
     )
-    _unavailable_and_files(screen, result)
-
-
-def _unavailable_and_files(screen: Console, result: dict[str, Any]) -> None:
-    for name, hint in result["unavailable"].items():
-        say(screen, (f"{name} not measured", "yellow"), ": ", hint)
-    say(screen, "files: " + ", ".join(result["files"]))
+    bench_footer(screen, result)
 
 
 bench_app.command("docs")(bench_docs)
@@ -181,4 +174,4 @@ def bench_jobs(
         return
     screen = console()
     print_table(result, screen, "async tool delivery (completion → continuation latency)")
-    _unavailable_and_files(screen, result)
+    bench_footer(screen, result)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
 
 from ._console import console, say
 
@@ -33,6 +34,15 @@ def bench_startup(
         return
     screen = console()
     print_table(result, screen, f"cold start (ms, median of {repeat} fresh interpreters)")
+    bench_footer(screen, result)
+
+
+def bench_footer(screen: Console, result: dict[str, Any]) -> None:
+    """Under a bench's table: what was not measured and why, what it was measured
+    against (`versions`), and the files written."""
     for name, hint in result["unavailable"].items():
         say(screen, (f"{name} not measured", "yellow"), ": ", hint)
+    ran_on = result.get("versions") or {}
+    if ran_on:
+        say(screen, "measured with " + ", ".join(f"{k} {v}" for k, v in ran_on.items()))
     say(screen, "files: " + ", ".join(result["files"]))
