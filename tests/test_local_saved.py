@@ -172,6 +172,22 @@ def test_a_killed_writers_temporary_file_goes_at_the_next_save_and_a_live_ones_s
     assert len(saved_files(tmp_path)) == 1
 
 
+def test_what_the_trim_cannot_remove_does_not_stop_it_keeping_the_budget(
+    tmp_path: Path,
+) -> None:
+    store = SavedPrompts(tmp_path, "model", budget=10_000)
+    odd = tmp_path / "model" / ".0123.kv.abcd1234"  # named like a temporary file, a folder
+    odd.mkdir(parents=True)
+    (odd / "inside").write_bytes(b"\0" * 6000)
+    old = time.time() - STALE_S - 60
+    os.utime(odd, (old, old))
+    for tokens in ([1], [2], [3]):
+        store.save(tokens, state(*[0] * 4000))
+
+    assert odd.is_dir()  # not ours to remove
+    assert len(saved_files(tmp_path)) == 2  # and the budget still holds
+
+
 def test_saving_where_nothing_can_be_written_loses_nothing_but_speed(tmp_path: Path) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("not a directory")

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from io import BufferedReader
 from pathlib import Path
+from stat import S_ISREG
 from typing import Any
 
 from ...cachedir import cache_dir, replacing
@@ -136,20 +137,22 @@ class SavedPrompts:
         stale = time.time_ns() - STALE_S * 10**9
         for path in self._every_file():
             try:
-                stat = path.stat()
+                stat = path.lstat()
             except OSError:
                 continue
+            if not S_ISREG(stat.st_mode):
+                continue  # none of ours: this directory holds only the files it writes
             if not path.name.startswith("."):
                 files.append((stat.st_mtime_ns, stat.st_size, path))
             elif stat.st_mtime_ns < stale:
-                path.unlink(missing_ok=True)
+                self.forget(path)
             else:
                 writing += stat.st_size
         total = writing + sum(size for _, size, _ in files)
         for _, size, path in sorted(files, key=lambda f: f[0]):
             if total <= self.budget:
                 break
-            path.unlink(missing_ok=True)
+            self.forget(path)  # one that cannot go must not keep the others
             total -= size
 
     def _every_file(self) -> list[Path]:
