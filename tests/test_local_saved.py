@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from examples.weather.tools import TOOLS
 
 from pi_runtime.messages import UserMessage
 from pi_runtime.models import ModelRequest, ModelSettings
@@ -26,11 +27,7 @@ from pi_runtime.models.local.saved import (
     saved_prompts_root,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.weather.tools import TOOLS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]  # the new processes put it on their path
 
 VOCAB = 1000
 
