@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import date
@@ -199,6 +200,57 @@ def test_runtime_block_is_not_recounted_every_turn() -> None:
     turn2 = turn1 + exchange(2, n_rows=5)
     build(builder, turn2, runtime=runtime)
     assert counter.texts == [message_text(m) for m in turn2[len(turn1) :]]
+
+
+class EncoderSpy:
+    """Stands for the o200k encoder and records each text it tokenizes."""
+
+    def __init__(self, real: Any) -> None:
+        self.real = real
+        self.texts: list[str] = []
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        self.texts.append(text)
+        return list(self.real.encode_ordinary(text))
+
+
+def build_system(builder: ContextBuilder, system: str) -> BuiltContext:
+    turn = conversation(1, n_rows=2)
+    return asyncio.run(
+        builder.build(system=system, tools=(FETCH,), messages=turn, anchor=0, runtime="")
+    )
+
+
+def test_later_runs_do_not_tokenize_the_same_system_prompt_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_runtime.context import tokens
+
+    spy = EncoderSpy(tokens.encoding())
+    monkeypatch.setattr(tokens, "encoding", lambda: spy)
+    system = f"You are agent {uuid.uuid4().hex}: no earlier test sent this prompt.\n"
+    first = build_system(ContextBuilder(), system)  # one run's builder
+    second = build_system(ContextBuilder(), system)  # the next run's
+    assert spy.texts.count(system) == 1
+    expected = count_tokens(system) + MESSAGE_OVERHEAD
+    assert first.layers["system"] == second.layers["system"] == expected
+
+
+def test_a_huge_prompt_or_a_counter_of_ones_own_is_not_shared_between_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_runtime.context import tokens
+
+    spy = EncoderSpy(tokens.encoding())
+    monkeypatch.setattr(tokens, "encoding", lambda: spy)
+    huge = "word " * 20_000  # past what the shared cache holds (its memory stays bounded)
+    for _ in range(2):
+        build_system(ContextBuilder(), huge)
+    assert spy.texts.count(huge) == 2
+    counter = CountingCounter()
+    for _ in range(2):
+        build_system(ContextBuilder(counter=counter), SYSTEM)
+    assert counter.texts.count(SYSTEM) == 2  # it may be a whole model: never kept
 
 
 def test_other_tools_on_a_later_turn_are_counted_as_offered() -> None:

@@ -518,3 +518,11 @@ def test_guard_endings_are_recorded_in_the_trace(tmp_path: Path, reason: str) ->
     assert lines[-1]["kind"] == "run_finished"
     assert lines[-1]["stop_reason"] == reason
     assert lines[-1]["status"] == "stopped"
+
+
+def test_limits_as_a_trace_writes_them_are_every_field_as_given() -> None:
+    import dataclasses
+
+    limits = Limits(max_steps=7, token_budget=None, wall_clock_s=1.5, cost_budget=0.25)
+    assert limits.to_dict() == dataclasses.asdict(limits)
+    assert limits.to_dict()["max_steps"] == 7 and limits.to_dict()["token_budget"] is None

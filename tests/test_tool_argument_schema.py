@@ -54,3 +54,22 @@ def test_a_schema_saying_more_than_scalar_types_is_always_checked_by_jsonschema(
     schema: dict[str, Any],
 ) -> None:
     assert ArgumentSchema.of(schema).plain is None
+
+
+def test_a_schema_is_made_ready_once_and_an_equal_new_one_again() -> None:
+    # every run builds a gate for its tools: the same schema object reuses its checker
+    first = ArgumentSchema.of(PLAIN)
+    assert ArgumentSchema.of(PLAIN) is first
+    copy = {**PLAIN, "required": ["i", "x"]}
+    other = ArgumentSchema.of(copy)
+    assert other is not first
+    assert not other.surely_valid({"i": 1})  # the copy's own rule, not the first's
+    assert not other.validator.is_valid({"i": 1})
+
+
+def test_schemas_listed_afresh_each_run_do_not_pile_up() -> None:
+    from pi_runtime.tools import arguments
+
+    for i in range(arguments._MAX_BUILT + 10):
+        ArgumentSchema.of({"type": "object", "properties": {f"p{i}": {"type": "integer"}}})
+    assert len(arguments._BUILT) <= arguments._MAX_BUILT

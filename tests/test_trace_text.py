@@ -163,3 +163,18 @@ def test_a_model_response_pi_did_not_write_is_a_user_error_naming_the_trace(
 
     with pytest.raises(UserError, match=r"odd\.jsonl: event 2 is not a model response"):
         ReplayModel(trace)
+
+
+def test_a_trace_folder_is_made_when_missing_and_a_file_in_its_place_is_a_clear_error(
+    tmp_path: Path,
+) -> None:
+    nested = tmp_path / "a" / "b" / "traces"
+    trace = run_answering("first", nested)  # made on the first run's trace
+    assert trace.parent == nested and read_trace(trace)[0]["kind"] == "run_started"
+    assert run_answering("second", nested).parent == nested  # it exists: runs just write
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file, not a folder")
+    agent = Agent(FunctionModel(lambda request: {"text": "x"}), trace_dir=blocked / "traces")
+    with pytest.raises(UserError, match="cannot write traces"):
+        agent.run_sync("hi")
+    assert blocked.read_text() == "a file, not a folder"

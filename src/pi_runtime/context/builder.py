@@ -20,10 +20,13 @@ step first (seed 001 §6):
    once per dropped prefix; without one, the oldest digest lines go.
 
 Token counts are cached per message index, so building turn N counts only new messages.
+The fixed layers' counts (system prompt, tool definitions, runtime block) are also kept
+for the process, so a short run does not tokenize the same prompt again.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
@@ -147,6 +150,25 @@ def _digest_line(messages: Sequence[Message], unit: tuple[int, int]) -> list[str
     return [f"- {role}: {' '.join(message_text(first).split())[:160]}"]
 
 
+_SHARED_MAX_CHARS = 65_536
+"""Fixed layers up to this long share counts across runs (at most 256 of them are kept,
+so the cache stays under about 16 MiB of text); longer ones are counted once a run."""
+
+
+@functools.lru_cache(maxsize=256)
+def _shared_count(text: str) -> int:
+    """`count_tokens(text)`, remembered: the runs of an agent send the same system prompt
+    and tool definitions, and tokenizing them was a tenth of a one-turn run. Only the
+    default counter is shared: a counter of the caller's own might hold a whole model."""
+    return count_tokens(text)
+
+
+def _count_fixed(counter: Callable[[str], int], text: str) -> int:
+    if counter is count_tokens and len(text) <= _SHARED_MAX_CHARS:
+        return _shared_count(text)
+    return counter(text)
+
+
 class ContextBuilder:
     """Builds each request of one run; keeps per-message token counts between turns.
 
@@ -232,7 +254,7 @@ class ContextBuilder:
         key = (layer, text)
         count = self._fixed.get(key)
         if count is None:
-            count = self._fixed[key] = self.counter(text) + MESSAGE_OVERHEAD
+            count = self._fixed[key] = _count_fixed(self.counter, text) + MESSAGE_OVERHEAD
         return count
 
     async def build(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from string import Template
@@ -21,6 +21,12 @@ from ..exceptions import UserError
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<version>[0-9]+)\.md$")
 
 
+@lru_cache(maxsize=64)
+def _sha256(text: str) -> str:
+    """Each run's trace names its template's hash twice: the same few texts, hashed once."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromptTemplate:
     name: str
@@ -29,7 +35,9 @@ class PromptTemplate:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode()).hexdigest()
+        if len(self.text) > 65_536:  # the cache holds small texts only
+            return hashlib.sha256(self.text.encode()).hexdigest()
+        return _sha256(self.text)
 
     @property
     def ref(self) -> dict[str, Any]:

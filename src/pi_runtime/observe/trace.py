@@ -39,9 +39,13 @@ class TraceWriter:
     """
 
     def __init__(self, directory: Path, run_id: str) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{run_id}.jsonl"
-        self._file: BinaryIO | None = self.path.open("wb")
+        try:
+            file = self.path.open("wb")
+        except FileNotFoundError:  # the first trace here: make the folder (not every run)
+            directory.mkdir(parents=True, exist_ok=True)
+            file = self.path.open("wb")
+        self._file: BinaryIO | None = file
         self._lines: list[bytes] = []
         self._t0 = time.perf_counter()
         self._seq = 0

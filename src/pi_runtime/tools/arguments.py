@@ -79,7 +79,17 @@ class ArgumentSchema:
 
     @classmethod
     def of(cls, schema: dict[str, Any]) -> ArgumentSchema:
-        return cls(Draft202012Validator(schema), _plain(schema))
+        """The checker of `schema`, built once for each schema object: every run builds a
+        gate for its tools, and building the validator was a twentieth of a short run. (A
+        schema is read when its checker is built: change a tool's, and it is a new tool.)"""
+        built = _BUILT.get(id(schema))
+        if built is not None and built[0] is schema:
+            return built[1]
+        checker = cls(Draft202012Validator(schema), _plain(schema))
+        if len(_BUILT) >= _MAX_BUILT:
+            _BUILT.clear()  # tools listed afresh each run (MCP) must not pile up
+        _BUILT[id(schema)] = (schema, checker)  # the schema is held: its id stays its own
+        return checker
 
     def surely_valid(self, arguments: dict[str, Any]) -> bool:
         """True only when `arguments` match the schema; False: ask jsonschema."""
@@ -95,6 +105,10 @@ class ArgumentSchema:
             elif type(value) not in allowed:
                 return False
         return True
+
+
+_BUILT: dict[int, tuple[dict[str, Any], ArgumentSchema]] = {}
+_MAX_BUILT = 1024
 
 
 def _plain(schema: dict[str, Any]) -> _Plain | None:
