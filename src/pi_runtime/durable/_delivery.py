@@ -161,12 +161,14 @@ def _deliver_to(
         raise UserError(
             f"event {event_id} answers tool call {tool_call_id!r}, not {message.tool_call_id!r}"
         )
-    (seq,) = _sessions.append_messages(
-        tx, session_id, [message], run_id=wait.run_id, locked=session
-    )
     _waits.resolve(tx, wait, "delivered", event_id)
     _mark(tx, event_id, "delivered")
-    continuation = _continue(tx, wait, take)
+    continuation = _continue(tx, wait, take, set_status=False)
+    # the session row is written once: its count, and the status a continuation gives it
+    (seq,) = _sessions.append_messages(  # `has_result` above: not answered yet
+        tx, session_id, [message], run_id=wait.run_id, locked=session, unanswered=True,
+        status=None if continuation is None else continuation.status,
+    )  # fmt: skip
     return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
 
 
@@ -195,11 +197,11 @@ def finish_job(
     if job is None:
         raise NotFound(f"no job {job_id!r}")
     if message is None or job.session_id is None or job.tool_call_id is None:
-        return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner), ending).job)
+        return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner, job), ending).job)
     session = tx.lock_session(job.session_id)
     # No notice: the event is delivered here, or claimable only once its wait is
     # registered, which gives notice itself.
-    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner), ending, notify=False)
+    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner, job), ending, notify=False)
     wait = _waits.get_wait(tx, job.session_id, job.tool_call_id)
     if wait is None or wait.job_id != job_id:  # not awaited (yet), or not this job
         return FinishedJob(job=ended.job)
@@ -207,10 +209,14 @@ def finish_job(
     return FinishedJob(job=ended.job, delivery=delivery)
 
 
-def _continue(tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None) -> RunRecord | None:
+def _continue(
+    tx: Tx, wait: WaitRecord, take: tuple[str, float] | None = None, *, set_status: bool = True
+) -> RunRecord | None:
     if wait.run_id is None:
         return None
-    return _runs.queue_continuation(tx, wait.session_id, wait.run_id, take=take)
+    return _runs.queue_continuation(
+        tx, wait.session_id, wait.run_id, take=take, set_status=set_status
+    )
 
 
 def cancel_session(tx: Tx, session_id: str) -> CancelResult:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Row, bindparam, func, select
+from sqlalchemy import BindParameter, Row, bindparam, func, literal_column, select, union_all
 
 from ..exceptions import UserError
 from ..messages import AssistantMessage, Message
@@ -28,7 +28,20 @@ from .records import (
 
 _END = t.runs.update().where(t.runs.c.id == bindparam(key("id"))).returning(*t.runs.c)
 _INSERT_RUN = t.runs.insert().returning(*t.runs.c)
-_CHILD = select(t.runs.c.id).where(t.runs.c.parent_run_id == bindparam(key("parent_run_id")))
+_PARENT: BindParameter[str] = bindparam(key("parent_run_id"))
+_PROGRESS = union_all(
+    select(literal_column("'run'").label("what"), t.runs.c.status).where(t.runs.c.id == _PARENT),
+    select(literal_column("'wait'"), t.waits.c.status)
+    .where(t.waits.c.run_id == _PARENT)
+    .distinct(),
+    select(literal_column("'approval'"), t.approvals.c.status)
+    .where(t.approvals.c.run_id == _PARENT)
+    .distinct(),
+    select(literal_column("'child'"), t.runs.c.status).where(t.runs.c.parent_run_id == _PARENT),
+)
+"""Whether a run can be continued, in one statement: its status, its waits' and approvals'
+distinct statuses, and whether a continuation of it exists. Four statements before, on the
+way of every job."""
 
 # The session status a finished run leaves behind.
 _SESSION_AFTER = {
@@ -217,13 +230,12 @@ def finish_run(
     session_id = run.session_id
     session = tx.lock_session(session_id)
     _held(tx, run_id, owner, run if not tx.row_locks else None)
-    _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session)
+    after = "awaiting_approval" if approvals else _SESSION_AFTER[status]
+    _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session, status=after)
     for tool_call_id, job_id in waits:
         _waits.register(tx, session_id, tool_call_id, job_id, run_id=run_id)
     _approvals.register(tx, session_id, run_id, approvals)
     ended = _end(tx, run_id, status, stop_reason, result)
-    after = "awaiting_approval" if approvals else _SESSION_AFTER[status]
-    tx.set_session_status(session_id, after)
     if status != "awaiting":
         cancelled = _cancel_launched(tx, session_id, messages)
         return FinishedRun(run=ended, continuation=None, jobs_cancelled=cancelled)
@@ -257,27 +269,32 @@ def queue_continuation(
     *,
     take: tuple[str, float] | None = None,
     parent: RunRecord | None = None,
+    set_status: bool = True,
 ) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
     awaits was delivered (none pending, none cancelled) and every call waiting for a
     person was decided. With `take` (owner, lease_s) it starts running under that lease
     instead: the caller runs it without a second claim. `parent`: the parent's record,
-    when the caller read or wrote it in this transaction."""
-    if parent is None:
-        parent = _require_run(tx, parent_run_id)
-    if parent.status != "awaiting":
+    when the caller read or wrote it in this transaction. `set_status` False: the caller
+    sets the session's status to the queued run's own ("queued" or "running") itself, in
+    a write of the session row it makes anyway."""
+    found: dict[str, set[str]] = {"run": set(), "wait": set(), "approval": set(), "child": set()}
+    for row in tx.conn.execute(_PROGRESS, {key("parent_run_id"): parent_run_id}):
+        found[row.what].add(row.status)
+    if not found["run"]:
+        raise NotFound(f"no run {parent_run_id!r}")
+    status = parent.status if parent is not None else next(iter(found["run"]))
+    if status != "awaiting":
         return None  # still running: its own finish will continue it
-    states = _waits.states(tx, parent_run_id)
-    decisions = _approvals.states(tx, parent_run_id)
+    states, decisions = found["wait"], found["approval"]
     if not states and not decisions:
         return None
     if states - {"delivered"}:  # still waiting, or the wait was cancelled
         return None
     if decisions - {"approved", "rejected"}:  # a person has yet to decide, or cancelled
         return None
-    already = tx.conn.execute(_CHILD, {key("parent_run_id"): parent_run_id}).first()
-    if already is not None:
-        return None
+    if found["child"]:
+        return None  # continued already
     run_id = new_id("run")
     values: dict[str, Any] = {"status": "queued", "attempts": 0}
     if take is not None:
@@ -286,7 +303,8 @@ def queue_continuation(
     values.update(id=run_id, session_id=session_id, kind="server_result",
                   parent_run_id=parent_run_id, created_at=tx.now)  # fmt: skip
     row = tx.conn.execute(_INSERT_RUN, values).one()
-    tx.set_session_status(session_id, "queued" if take is None else "running")
+    if set_status:
+        tx.set_session_status(session_id, row.status)
     if take is None:
         tx.notify()
     return _rows.run(row)

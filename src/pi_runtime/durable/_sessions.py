@@ -119,13 +119,18 @@ def append_messages(
     run_id: str | None = None,
     expect_seq: int | None = None,
     locked: Row[Any] | None = None,
+    unanswered: bool = False,
+    status: str | None = None,
 ) -> list[int]:
     """Store `messages` after the session's last one; return their `seq`s.
 
     `expect_seq` fences a stale writer: the first new message must land exactly there.
     A tool result for a call that already has one is refused: one call, one result.
     `locked`: the session's row, if the caller locked it in this transaction and wrote
-    no messages since (saves locking it again).
+    no messages since (saves locking it again). `unanswered`: the caller found, in this
+    transaction and under that lock, that no call of these results has one yet.
+    `status`: the session's new status, set with the count (one write of the session
+    row, not two; set even when there are no messages).
     """
     row = locked if locked is not None else tx.lock_session(session_id)
     start = row.message_count
@@ -134,12 +139,14 @@ def append_messages(
             f"session {session_id!r} has {start} messages; the writer expected {expect_seq}"
         )
     if not messages:
+        if status is not None:
+            tx.set_session_status(session_id, status)
         return []
     results = [m.tool_call_id for m in messages if isinstance(m, ToolResultMessage)]
     twice = sorted(k for k, n in Counter(results).items() if n > 1)
     if twice:
         raise Conflict(f"tool call {twice[0]!r} is given two results")
-    if results:
+    if results and not unanswered:
         answered = tx.conn.execute(
             _ANSWERED, {key("session_id"): session_id, "calls": results}
         ).first()
@@ -160,10 +167,12 @@ def append_messages(
             for i, m in enumerate(messages)
         ],
     )
-    tx.change(
-        t.sessions, {"id": session_id}, message_count=start + len(messages), updated_at=tx.now
-    )
-    return list(range(start, start + len(messages)))
+    count = start + len(messages)
+    if status is not None:
+        tx.set_session_status(session_id, status, message_count=count)
+    else:
+        tx.change(t.sessions, {"id": session_id}, message_count=count, updated_at=tx.now)
+    return list(range(start, count))
 
 
 def has_result(tx: Tx, session_id: str, tool_call_id: str) -> bool:

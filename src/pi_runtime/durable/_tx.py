@@ -91,10 +91,11 @@ class Tx:
         if self.row_locks:
             self.conn.execute(_NOTIFY)
 
-    def set_session_status(self, session_id: str, status: str) -> None:
-        """Change a session's status (the caller holds its lock); bumps its version."""
+    def set_session_status(self, session_id: str, status: str, **also: Any) -> None:
+        """Change a session's status (the caller holds its lock); bumps its version.
+        `also`: other columns of the session row to set in the same statement."""
         self.conn.execute(
-            _SET_STATUS, {key("id"): session_id, "status": status, "updated_at": self.now}
+            _SET_STATUS, {key("id"): session_id, "status": status, "updated_at": self.now, **also}
         )
 
 

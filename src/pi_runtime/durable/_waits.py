@@ -4,16 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import func, select
 
 from . import _jobs, _rows, _sessions
 from . import schema as t
-from ._stmts import key
 from ._tx import Tx, check_id
 from .errors import Conflict, NotFound
 from .records import JOB_TERMINAL, WaitRecord
-
-_STATES = select(t.waits.c.status).where(t.waits.c.run_id == bindparam(key("run_id"))).distinct()
 
 
 def get_wait(tx: Tx, session_id: str, tool_call_id: str) -> WaitRecord | None:
@@ -81,11 +78,6 @@ def count(tx: Tx, run_id: str) -> int:
             select(func.count()).select_from(t.waits).where(t.waits.c.run_id == run_id)
         ).scalar_one()
     )
-
-
-def states(tx: Tx, run_id: str) -> set[str]:
-    """The distinct statuses of the waits a run registered."""
-    return {row.status for row in tx.conn.execute(_STATES, {key("run_id"): run_id})}
 
 
 def resolve(tx: Tx, wait: WaitRecord, status: str, event_id: int | None) -> None:
