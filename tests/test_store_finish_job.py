@@ -42,6 +42,10 @@ def test_an_awaited_job_ending_is_delivered_with_it_and_its_continuation_taken(
     assert tool_results(store, flow.session_id) == [message]
     assert store.claim_outbox_event("other") is None  # nothing left to deliver
     assert store.claim_work("other") is None  # and the continuation is already held
+    # its event was written delivered: delivering it again changes nothing
+    again = store.deliver(done.delivery.event_id, message)
+    assert again.outcome == "duplicate" and again.continuation is None
+    assert tool_results(store, flow.session_id) == [message]
 
 
 def test_a_job_ending_before_its_wait_is_delivered_once_the_wait_comes(store: Store) -> None:
@@ -123,6 +127,9 @@ def test_a_job_ending_after_its_wait_was_cancelled_is_ignored(store: Store) -> N
     done = store.finish_job(job_id, "w", ending, message=ending_message(job, ending), take=True)
     assert done.delivery is not None and done.delivery.outcome == "ignored"
     assert done.delivery.continuation is None
+    assert store.claim_outbox_event("other") is None  # written as done with: never delivered
+    again = store.deliver(done.delivery.event_id, ending_message(job, ending))
+    assert again.outcome == "duplicate"
     (cancelled,) = tool_results(store, flow.session_id)
     assert cancelled.is_error and cancelled.error is not None
     assert cancelled.error.kind == "cancelled"

@@ -142,17 +142,22 @@ def _deliver_to(
     wait: WaitRecord,
     message: ToolResultMessage,
     take: tuple[str, float] | None,
+    *,
+    outcome: str | None = None,
+    marked: bool = False,
 ) -> Delivery:
     """Deliver the undelivered event `event_id` for `wait` (the caller locked `session`,
-    its row as read since)."""
+    its row as read since). `outcome`: what `_outcome` said of `wait` in this
+    transaction; `marked`: the event was written with it."""
     session_id, tool_call_id = wait.session_id, wait.tool_call_id
     done: dict[str, Any] = {"event_id": event_id, "session_id": session_id}
     done["tool_call_id"] = tool_call_id
-    if wait.status == "cancelled":
-        _mark(tx, event_id, "ignored")
+    outcome = outcome or _outcome(tx, wait)
+    if not marked:
+        _mark(tx, event_id, outcome)
+    if outcome == "ignored":
         return Delivery(outcome="ignored", **done)
-    if wait.status == "delivered" or _sessions.has_result(tx, session_id, tool_call_id):
-        _mark(tx, event_id, "duplicate")
+    if outcome == "duplicate":
         if wait.status == "pending":  # answered by some other path: the wait is over
             _waits.resolve(tx, wait, "delivered", None)
             return Delivery(outcome="duplicate", continuation=_continue(tx, wait, take), **done)
@@ -162,14 +167,23 @@ def _deliver_to(
             f"event {event_id} answers tool call {tool_call_id!r}, not {message.tool_call_id!r}"
         )
     _waits.resolve(tx, wait, "delivered", event_id)
-    _mark(tx, event_id, "delivered")
     continuation = _continue(tx, wait, take, set_status=False)
     # the session row is written once: its count, and the status a continuation gives it
-    (seq,) = _sessions.append_messages(  # `has_result` above: not answered yet
+    (seq,) = _sessions.append_messages(  # `_outcome` found the call unanswered
         tx, session_id, [message], run_id=wait.run_id, locked=session, unanswered=True,
         status=None if continuation is None else continuation.status,
     )  # fmt: skip
     return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
+
+
+def _outcome(tx: Tx, wait: WaitRecord) -> str:
+    """What delivering a result to `wait` does: nothing for a cancelled wait (`ignored`),
+    nothing for a call already answered (`duplicate`), else appends it (`delivered`)."""
+    if wait.status == "cancelled":
+        return "ignored"
+    if wait.status == "delivered" or _sessions.has_result(tx, wait.session_id, wait.tool_call_id):
+        return "duplicate"
+    return "delivered"
 
 
 def finish_job(
@@ -199,13 +213,18 @@ def finish_job(
     if message is None or job.session_id is None or job.tool_call_id is None:
         return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner, job), ending).job)
     session = tx.lock_session(job.session_id)
+    held = _jobs.held(tx, job_id, owner, job)
+    wait = _waits.get_wait(tx, job.session_id, job.tool_call_id)
     # No notice: the event is delivered here, or claimable only once its wait is
     # registered, which gives notice itself.
-    ended = _jobs.end(tx, _jobs.held(tx, job_id, owner, job), ending, notify=False)
-    wait = _waits.get_wait(tx, job.session_id, job.tool_call_id)
     if wait is None or wait.job_id != job_id:  # not awaited (yet), or not this job
-        return FinishedJob(job=ended.job)
-    delivery = _deliver_to(tx, ended.event_id, session, wait, message, take)
+        return FinishedJob(job=_jobs.end(tx, held, ending, notify=False).job)
+    # decided first, so the event is written as delivered (not written, then marked)
+    outcome = _outcome(tx, wait)
+    ended = _jobs.end(tx, held, ending, notify=False, outcome=outcome)
+    delivery = _deliver_to(
+        tx, ended.event_id, session, wait, message, take, outcome=outcome, marked=True
+    )
     return FinishedJob(job=ended.job, delivery=delivery)
 
 

@@ -252,12 +252,14 @@ def check_ending(ending: JobEnding) -> JobEnding:
     return replace(ending, error=check_error(ending.error))
 
 
-def end(tx: Tx, job: Row[Any], ending: JobEnding, *, notify: bool = True) -> Ended:
+def end(
+    tx: Tx, job: Row[Any], ending: JobEnding, *, notify: bool = True, outcome: str | None = None
+) -> Ended:
     """End a held job as a checked `ending` says, with its outbox event (`finish`)."""
     if ending.status == "succeeded":
-        return finish(tx, job, "succeeded", result=ending.result,
+        return finish(tx, job, "succeeded", result=ending.result, outcome=outcome,
                       max_result_bytes=ending.max_result_bytes, notify=notify)  # fmt: skip
-    return finish(tx, job, ending.status, error=ending.error, notify=notify)
+    return finish(tx, job, ending.status, error=ending.error, notify=notify, outcome=outcome)
 
 
 def check_error(error: dict[str, Any]) -> dict[str, Any]:
@@ -280,9 +282,12 @@ def finish(
     error: dict[str, Any] | None = None,
     max_result_bytes: int | None = None,
     notify: bool = True,
+    outcome: str | None = None,
 ) -> Ended:
     """End a job (the caller holds its row) and write its outbox event, together.
-    `notify`: tell workers the event may be claimable (False: the caller delivers it)."""
+    `notify`: tell workers the event may be claimable (False: the caller delivers it).
+    `outcome`: the event is written delivered with this outcome (the caller delivers it
+    in this transaction, and decided how)."""
     params = {
         key("id"): job.id,
         "status": status,
@@ -295,6 +300,8 @@ def finish(
     }
     ended = tx.conn.execute(_FINISH, params).one()
     event = _event(job.id, status, error, tx, max_result_bytes)
+    if outcome is not None:
+        event.update(delivered_at=tx.now, outcome=outcome)
     (event_id,) = tx.conn.execute(_INSERT_EVENT, event).one()
     if notify:
         tx.notify()
