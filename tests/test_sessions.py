@@ -540,8 +540,9 @@ def test_a_jobs_way_through_the_store_takes_few_statements(store: Store, tmp_pat
     # Was 37 statements on SQLite and 39 on PostgreSQL: whether a run can be continued
     # is now one statement (not four), a delivered result's call is checked for an
     # answer once, a delivery and a finished run each write their session row once,
-    # a delivered job's event is written delivered (not written, then marked), and on
-    # SQLite a job being ended is not read twice.
+    # a delivered job's event is written delivered (not written, then marked), and a
+    # job or run being ended is not read twice (its session is found and locked in one
+    # statement, then it is read once, current).
     recipe = one_order_session(store, "few", tmp_path)
     start_turn(store, "few", recipe, "buy 5 ACME")
     sent, commits = count_statements(store)
@@ -551,7 +552,8 @@ def test_a_jobs_way_through_the_store_takes_few_statements(store: Store, tmp_pat
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
     assert store.get_session("few").status == "completed"  # type: ignore[union-attr]
     print(f"{len(sent)} statements, {len(commits)} commits:", sent)
-    assert len(sent) <= (32 if store.url.startswith("postgresql") else 29)
+    # (PostgreSQL's two empty looks at the end are claims: SQLite's first one only peeks)
+    assert len(sent) <= (30 if store.url.startswith("postgresql") else 29)
     # the delivery (its count with the status the continuation gives), the continuation's
     # end (its messages with the status it leaves)
     assert sent.count("UPDATE sessions SET") == 2

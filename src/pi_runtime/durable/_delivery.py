@@ -207,14 +207,13 @@ def finish_job(
         check_lease(take[1])
     if message is not None and not isinstance(message, ToolResultMessage):
         raise UserError("finish_job delivers the ToolResultMessage answering the awaited call")
-    job = tx.find(t.jobs, id=job_id)
-    if job is None:
-        raise NotFound(f"no job {job_id!r}")
-    if message is None or job.session_id is None or job.tool_call_id is None:
-        return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner, job), ending).job)
-    session = tx.lock_session(job.session_id)
-    held = _jobs.held(tx, job_id, owner, job)
-    wait = _waits.get_wait(tx, job.session_id, job.tool_call_id)
+    if message is None:
+        return FinishedJob(job=_jobs.end(tx, _jobs.held(tx, job_id, owner), ending).job)
+    session = tx.lock_session_of(t.jobs, job_id)
+    held = _jobs.held(tx, job_id, owner)  # read after its session's lock: current
+    if session is None or held.tool_call_id is None:  # a job of no conversation's call
+        return FinishedJob(job=_jobs.end(tx, held, ending).job)
+    wait = _waits.get_wait(tx, held.session_id, held.tool_call_id)
     # No notice: the event is delivered here, or claimable only once its wait is
     # registered, which gives notice itself.
     if wait is None or wait.job_id != job_id:  # not awaited (yet), or not this job

@@ -175,11 +175,9 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
     return None if claimed is None else _rows.job(claimed)
 
 
-def held(tx: Tx, job_id: str, owner: str, read: Row[Any] | None = None) -> Row[Any]:
-    """The job's row, locked, if `owner` holds it (LeaseLost otherwise). `read`: the row
-    as read in this transaction, when nothing can have changed it since (SQLite: the
-    transaction is exclusive)."""
-    row = read if read is not None and not tx.row_locks else tx.find(t.jobs, "wait", id=job_id)
+def held(tx: Tx, job_id: str, owner: str) -> Row[Any]:
+    """The job's row, locked, if `owner` holds it (LeaseLost otherwise)."""
+    row = tx.find(t.jobs, "wait", id=job_id)
     if row is None:
         raise NotFound(f"no job {job_id!r}")
     if row.status != "running" or row.lease_owner != owner:

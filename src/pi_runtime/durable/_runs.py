@@ -159,19 +159,20 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
     return _rows.run(claimed)
 
 
-def _held(tx: Tx, run_id: str, owner: str, read: RunRecord | None = None) -> RunRecord:
-    """The run, if `owner` holds it. `read`: the run as read in this transaction, when
-    nothing can have changed it since (SQLite: the transaction is exclusive)."""
-    run = read or _require_run(tx, run_id)
+def _held(tx: Tx, run_id: str, owner: str) -> tuple[Row[Any], RunRecord]:
+    """The run's session row, locked, and the run as read after the lock, if `owner`
+    holds the run (LeaseLost otherwise; NotFound if there is no such run)."""
+    session = tx.lock_session_of(t.runs, run_id)
+    if session is None:  # every run has a session
+        raise NotFound(f"no run {run_id!r}")
+    run = _require_run(tx, run_id)
     if run.status != "running" or run.lease_owner != owner:
         raise LeaseLost(f"run {run_id!r} is not held by {owner!r} (it is {run.status})")
-    return run
+    return session, run
 
 
 def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecord:
     check_lease(lease_s)
-    run = _require_run(tx, run_id)
-    tx.lock_session(run.session_id)
     _held(tx, run_id, owner)
     tx.conn.execute(
         t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.until(lease_s))
@@ -182,8 +183,6 @@ def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecor
 def release_run(tx: Tx, run_id: str, owner: str) -> RunRecord:
     """Give a held run back at once (it was cut short): the next claim takes it over as
     it would after the lease ran out."""
-    run = _require_run(tx, run_id)
-    tx.lock_session(run.session_id)
     _held(tx, run_id, owner)
     tx.conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.now))
     tx.notify()
@@ -226,10 +225,8 @@ def finish_run(
         check_json("run result", result)
     if (waits or approvals) and status != "awaiting":
         raise UserError("only a run that ends awaiting registers waits")
-    run = _require_run(tx, run_id)
+    session, run = _held(tx, run_id, owner)
     session_id = run.session_id
-    session = tx.lock_session(session_id)
-    _held(tx, run_id, owner, run if not tx.row_locks else None)
     after = "awaiting_approval" if approvals else _SESSION_AFTER[status]
     _sessions.append_messages(tx, session_id, messages, run_id=run_id, locked=session, status=after)
     for tool_call_id, job_id in waits:

@@ -54,3 +54,11 @@ def update_by(table: Table, keys: tuple[str, ...]) -> Update:
     """An update of `table`'s rows whose `keys` equal their parameters; the columns it
     sets are the other parameters given at execution."""
     return table.update().where(*(table.c[name] == bindparam(key(name)) for name in keys))
+
+
+@cache
+def session_of(table: Table, lock: Lock = "") -> Select[Any]:
+    """The session row of `table`'s row whose `id` is the `k_id` parameter: its session is
+    found and locked in one statement (only the session row is locked)."""
+    owner = select(table.c.session_id).where(table.c.id == bindparam(key("id")))
+    return locked(select(t.sessions).where(t.sessions.c.id == owner.scalar_subquery()), lock)

@@ -21,7 +21,7 @@ from ..data.fields import check_json as check_json
 from ..data.fields import check_name
 from ..exceptions import UserError
 from . import schema as t
-from ._stmts import Lock, key, locked, rows_by, update_by
+from ._stmts import Lock, key, locked, rows_by, session_of, update_by
 from .errors import NotFound
 
 S = TypeVar("S", bound=Select[Any])
@@ -80,6 +80,14 @@ class Tx:
         if row is None:
             raise NotFound(f"no session {session_id!r}")
         return row
+
+    def lock_session_of(self, table: Table, row_id: str) -> Row[Any] | None:
+        """The session row of `table`'s row `row_id`, locked as by `lock_session`; None
+        when there is no such row, or it belongs to no session. Keys never change, so the
+        row need not be read first: read after this, it is current (its writers lock its
+        session first), and nothing is read twice."""
+        stmt = session_of(table, "wait" if self.row_locks else "")
+        return self.conn.execute(stmt, {key("id"): row_id}).one_or_none()
 
     def try_lock_session(self, session_id: str) -> Row[Any] | None:
         """The session's row if it can be locked without waiting, else None."""
