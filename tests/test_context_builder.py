@@ -253,6 +253,23 @@ def test_a_huge_prompt_or_a_counter_of_ones_own_is_not_shared_between_runs(
     assert counter.texts.count(SYSTEM) == 2  # it may be a whole model: never kept
 
 
+def test_the_tools_layer_is_written_once_for_the_same_schemas() -> None:
+    from pi_runtime.context import builder as module
+
+    again = ToolDefinition(name=FETCH.name, description=FETCH.description,
+                           parameters=FETCH.parameters)  # fmt: skip
+    first = module._shared_tools_text((FETCH,))
+    assert module._shared_tools_text((again,)) is first  # a new run's definition
+    assert json.loads(first) == [FETCH.parameters | {"name": "fetch",
+                                 "description": FETCH.description}]  # fmt: skip
+    changed = ToolDefinition(name="fetch", description=FETCH.description,
+                             parameters={**FETCH.parameters, "required": ["page"]})  # fmt: skip
+    assert json.loads(module._shared_tools_text((changed,)))[0]["required"] == ["page"]
+    for i in range(100):  # tools listed afresh each run do not pile up
+        module._shared_tools_text((ToolDefinition(name=f"t{i}", description="", parameters={}),))
+    assert len(module._TOOLS_TEXTS) <= 64
+
+
 def test_other_tools_on_a_later_turn_are_counted_as_offered() -> None:
     # the tools' text is kept between turns; retrieval may offer other tools each turn
     other = ToolDefinition(

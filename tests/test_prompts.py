@@ -196,6 +196,22 @@ def test_runtime_block_carries_date_mode_and_tools() -> None:
     )
 
 
+def test_runtime_block_is_written_once_a_day_and_redone_for_any_change() -> None:
+    day = date(2031, 2, 3)
+    first = runtime_block([lookup.definition], mode="tools", today=day)
+    # each run offers new definition objects: the same block, the very same string
+    assert runtime_block([lookup.definition], mode="tools", today=day) is first
+    assert "02-04" in runtime_block([lookup.definition], mode="tools", today=date(2031, 2, 4))
+    assert "mode: chat" in runtime_block([lookup.definition], mode="chat", today=day)
+    renamed = ToolDefinition(name="find", description="Find it.", parameters={})
+    assert "- find: Find it." in runtime_block([renamed], mode="tools", today=day)
+    # long descriptions are not kept, and still read the same
+    long = ToolDefinition(name="big", description="Big. " * 20_000, parameters={})
+    block = runtime_block([long], mode="tools", today=day)
+    assert "- big: Big. Big." in block
+    assert runtime_block([long], mode="tools", today=day) is not block
+
+
 def day_lines(day: date) -> str:
     return f"year: {day.year}\ntoday: {day:%m-%d} ({day:%A})\n"
 

@@ -163,6 +163,27 @@ def _shared_count(text: str) -> int:
     return count_tokens(text)
 
 
+_TOOLS_TEXTS: dict[tuple[tuple[str, str, int], ...], tuple[list[object], str]] = {}
+
+
+def _shared_tools_text(tools: Sequence[ToolDefinition]) -> str:
+    """The tool definitions as the tools layer counts them, written once for the process:
+    each run offers new definition objects of the same tools, with the same schemas. The
+    same text object also makes its count's lookup free (a string keeps its hash)."""
+    key = tuple((t.name, t.description, id(t.parameters)) for t in tools)
+    known = _TOOLS_TEXTS.get(key)
+    if known is not None and all(a is t.parameters for a, t in zip(known[0], tools, strict=True)):
+        return known[1]
+    text = json.dumps(
+        [t.parameters | {"name": t.name, "description": t.description} for t in tools],
+        sort_keys=True,
+    )
+    if len(_TOOLS_TEXTS) >= 64:
+        _TOOLS_TEXTS.clear()  # tools listed afresh each run (MCP) must not pile up
+    _TOOLS_TEXTS[key] = ([t.parameters for t in tools], text)  # held: ids stay theirs
+    return text
+
+
 def _count_fixed(counter: Callable[[str], int], text: str) -> int:
     if counter is count_tokens and len(text) <= _SHARED_MAX_CHARS:
         return _shared_count(text)
@@ -241,10 +262,7 @@ class ContextBuilder:
         # a run offers the very same tools every turn: written out once, not per call
         if self._tools is not None and self._tools[0] is tools:
             return self._tools[1]
-        text = json.dumps(
-            [t.parameters | {"name": t.name, "description": t.description} for t in tools],
-            sort_keys=True,
-        )
+        text = _shared_tools_text(tools)
         self._tools = (tools, text)
         return text
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
+from functools import lru_cache
 
 from ..models import ToolDefinition
 from .presets import Section, check_presets, preset_lines
@@ -68,10 +69,14 @@ class PromptParts:
 
 def tool_summary(tools: Sequence[ToolDefinition]) -> str:
     """One line per tool: its name and the first sentence of its description."""
+    return _summary(tuple((t.name, t.description) for t in tools))
+
+
+def _summary(named: Sequence[tuple[str, str]]) -> str:
     lines = []
-    for t in tools:
-        first = t.description.strip().splitlines()[0] if t.description.strip() else t.name
-        lines.append(f"- {t.name}: {first}")
+    for name, description in named:
+        first = description.strip().splitlines()[0] if description.strip() else name
+        lines.append(f"- {name}: {first}")
     return "\n".join(lines) or "(no tools)"
 
 
@@ -125,8 +130,19 @@ def runtime_block(tools: Sequence[ToolDefinition], *, mode: str, today: date | N
     user named (Qwen2.5-Coder-0.5B: 3 of 3 weather cases, against 0 of 3 this way), while
     any model can still work out "tomorrow" from it.
     """
+    named = tuple((t.name, t.description) for t in tools)
     day = today or date.today()
+    if sum(len(description) for _, description in named) > 65_536:
+        return _runtime_text.__wrapped__(day, mode, named)  # the cache keeps small ones
+    return _runtime_text(day, mode, named)
+
+
+@lru_cache(maxsize=64)
+def _runtime_text(day: date, mode: str, named: tuple[tuple[str, str], ...]) -> str:
+    """The block for `day`, `mode` and the tools' (name, description): the same string
+    for every run of a day, whose count the builder then finds without hashing it anew."""
+    summary = _summary(named)
     return (
         f"[runtime]\nyear: {day.year}\ntoday: {day:%m-%d} ({day:%A})\nmode: {mode}\n"
-        f"tools:\n{tool_summary(tools)}\n[/runtime]"
+        f"tools:\n{summary}\n[/runtime]"
     )
