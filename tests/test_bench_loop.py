@@ -157,3 +157,15 @@ def test_unknown_peer_and_zero_turns_are_rejected() -> None:
         peers.peer_available("langchain")
     with pytest.raises(ValueError, match="turns"):
         peers.run_peer(peers.PEERS[0], 0)
+
+
+def test_the_default_rows_start_with_a_short_run_and_the_command_agrees() -> None:
+    # most runs are short: their fixed cost is measured against the peers by default
+    import inspect
+
+    from pi_runtime.bench.loop import DEFAULT_TURNS
+    from pi_runtime.cli.bench import bench_loop
+
+    default = inspect.signature(bench_loop).parameters["turns"].default
+    assert tuple(int(t) for t in default.split(",")) == DEFAULT_TURNS
+    assert min(DEFAULT_TURNS) == 2 and 200 in DEFAULT_TURNS

@@ -20,7 +20,7 @@ bench_app = typer.Typer(help="Benchmarks: print a table, write CSV/JSON/PNG.", n
 def bench_loop(
     turns: Annotated[
         str, typer.Option("--turns", help="Comma-separated turn counts.")
-    ] = "50,200,1000",
+    ] = "2,50,200,1000",
     repeat: Annotated[
         int, typer.Option("--repeat", min=1, help="Runs per point (median kept).")
     ] = 3,
@@ -33,7 +33,8 @@ def bench_loop(
     ),
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object only.")] = False,
 ) -> None:
-    """Runtime overhead per turn at 50, 200 and 1000 turns, Pi vs peers."""
+    """Runtime overhead per turn at 2, 50, 200 and 1000 turns, Pi vs peers (at 2 turns,
+    mostly the fixed cost of a run)."""
     from ..bench.loop import measure
     from ..bench.report import plot_lines, print_table, write_files
 
