@@ -107,6 +107,30 @@ def test_a_write_that_cannot_get_the_sqlite_lock_in_time_fails_as_unavailable(
     assert impatient_sqlite.create_session("s1").id == "s1"  # nothing half-done stands in the way
 
 
+def test_a_sqlite_write_holds_the_write_lock_from_its_start_and_a_read_does_not(
+    impatient_sqlite: Store, db_url: str
+) -> None:
+    # writers take turns from their first statement (BEGIN IMMEDIATE), so two never
+    # both read and then race to write; a read (BEGIN DEFERRED) keeps no writer waiting
+    def another_writer_gets_in() -> bool:
+        other = sqlite3.connect(db_url.removeprefix("sqlite:///"), isolation_level=None,
+                                timeout=0)  # fmt: skip
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            return True
+        except sqlite3.OperationalError as exc:
+            assert "locked" in str(exc)
+            return False
+        finally:
+            other.close()
+
+    do = impatient_sqlite._do  # type: ignore[attr-defined]
+    assert do(lambda tx: another_writer_gets_in()) is False
+    assert do(lambda tx: another_writer_gets_in(), read=True) is True
+    assert another_writer_gets_in()  # and each transaction ended
+
+
 def test_listening_workers_are_told_of_new_work(store: Store) -> None:
     watch = store.watch()
     if store.backend == "sqlite":

@@ -24,7 +24,6 @@ from ._tx import dumps
 
 Backend: TypeAlias = Literal["sqlite", "postgresql"]
 
-READ_ONLY = "pi_read_only"  # execution option: begin a deferred (reading) transaction
 _SQLITE_DRIVERS = {"sqlite", "sqlite+pysqlite"}
 _POSTGRES_DRIVERS = {"postgresql", "postgres", "postgresql+psycopg"}
 _USAGE = "use sqlite:///PATH (a file) or postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE"
@@ -103,7 +102,7 @@ def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
 
     @event.listens_for(engine, "connect")
     def _configure(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
-        # The driver must not open transactions on its own: `_begin` does, IMMEDIATE.
+        # The driver must not open transactions on its own: `sqlite_begin` does.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute(f"PRAGMA busy_timeout={busy_ms}")
@@ -115,19 +114,24 @@ def sqlite_engine(target: Target, *, busy_timeout_s: float) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        reading = conn.get_execution_options().get(READ_ONLY, False)
-        statement = "BEGIN DEFERRED" if reading else "BEGIN IMMEDIATE"
-        # On the driver's connection: a whole SQLAlchemy execution for these two words
-        # cost about a tenth of a short operation. Its errors (a busy database) reach the
-        # store as SQLAlchemy's, like every other statement's.
-        try:
-            conn.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
-        except sqlite3.Error as exc:
-            raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
-
     return engine
+
+
+def sqlite_begin(conn: Connection, *, reading: bool) -> None:
+    """Begin the transaction SQLAlchemy just opened on `conn`: IMMEDIATE, so writers take
+    turns from their first statement, or DEFERRED for a read.
+
+    Called by the SQLite store itself, not from a `begin` event listener: any listener on
+    a connection makes SQLAlchemy dispatch events around every statement (about 4 % of a
+    SQLite worker's CPU). On the driver's connection: a whole SQLAlchemy execution for
+    these two words cost about a tenth of a short operation. Its errors (a busy database)
+    reach the store as SQLAlchemy's, like every other statement's.
+    """
+    statement = "BEGIN DEFERRED" if reading else "BEGIN IMMEDIATE"
+    try:
+        conn.connection.dbapi_connection.execute(statement)  # type: ignore[union-attr]
+    except sqlite3.Error as exc:
+        raise DBAPIError.instance(statement, None, exc, sqlite3.Error) from exc
 
 
 def postgres_engine(target: Target, *, pool_size: int, connect_timeout_s: float) -> Engine:

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import ClassVar, Self, TypeVar
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
-from ._engine import READ_ONLY, Target, reason
+from ._engine import Target, reason
 from ._tx import Tx
 from ._watch import PgWatch, Watch
 from .errors import Conflict, StoreError, StoreUnavailable
@@ -56,6 +56,9 @@ class SqlBase:
     def close(self) -> None:
         self._engine.dispose()
 
+    def _begin(self, conn: Connection, *, read: bool) -> None:
+        """What the backend does as a transaction opens (nothing: SQLAlchemy began it)."""
+
     def _transient(self, exc: DBAPIError) -> bool:
         return getattr(exc.orig, "sqlstate", None) in _TRANSIENT_SQLSTATES
 
@@ -65,14 +68,12 @@ class SqlBase:
         for attempt in range(_RETRIES):
             committing = False
             try:
-                with self._engine.connect() as conn:
-                    if read:
-                        conn = conn.execution_options(**{READ_ONLY: True})
-                    with conn.begin() as tx:
-                        done = op(Tx(conn, self._clock(), self.row_locks))
-                        committing = True
-                        tx.commit()
-                        return done
+                with self._engine.connect() as conn, conn.begin() as tx:
+                    self._begin(conn, read=read)
+                    done = op(Tx(conn, self._clock(), self.row_locks))
+                    committing = True
+                    tx.commit()
+                    return done
             except IntegrityError as exc:
                 raise Conflict(
                     f"the write conflicts with stored data: {reason(exc, self._target)}"

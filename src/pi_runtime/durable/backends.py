@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from sqlalchemy import Connection
+
 from ..exceptions import UserError
-from ._engine import parse_url, postgres_engine, sqlite_engine
+from ._engine import parse_url, postgres_engine, sqlite_begin, sqlite_engine
 from ._sql import Clock, SqlStore
 from .errors import Conflict, StoreError
 from .store import Store
@@ -16,6 +18,9 @@ class SQLiteStore(SqlStore):
 
     backend: ClassVar[str] = "sqlite"
     row_locks: ClassVar[bool] = False
+
+    def _begin(self, conn: Connection, *, read: bool) -> None:
+        sqlite_begin(conn, reading=read)
 
 
 class PostgresStore(SqlStore):
