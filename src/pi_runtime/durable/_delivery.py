@@ -144,16 +144,16 @@ def _deliver_to(
     take: tuple[str, float] | None,
     *,
     outcome: str | None = None,
-    marked: bool = False,
 ) -> Delivery:
     """Deliver the undelivered event `event_id` for `wait` (the caller locked `session`,
     its row as read since). `outcome`: what `_outcome` said of `wait` in this
-    transaction; `marked`: the event was written with it."""
+    transaction, when the caller wrote the event with it (else it is decided here and
+    the event marked)."""
     session_id, tool_call_id = wait.session_id, wait.tool_call_id
     done: dict[str, Any] = {"event_id": event_id, "session_id": session_id}
     done["tool_call_id"] = tool_call_id
-    outcome = outcome or _outcome(tx, wait)
-    if not marked:
+    if outcome is None:
+        outcome = _outcome(tx, wait)
         _mark(tx, event_id, outcome)
     if outcome == "ignored":
         return Delivery(outcome="ignored", **done)
@@ -221,9 +221,7 @@ def finish_job(
     # decided first, so the event is written as delivered (not written, then marked)
     outcome = _outcome(tx, wait)
     ended = _jobs.end(tx, held, ending, notify=False, outcome=outcome)
-    delivery = _deliver_to(
-        tx, ended.event_id, session, wait, message, take, outcome=outcome, marked=True
-    )
+    delivery = _deliver_to(tx, ended.event_id, session, wait, message, take, outcome=outcome)
     return FinishedJob(job=ended.job, delivery=delivery)
 
 

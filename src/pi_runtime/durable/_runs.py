@@ -238,7 +238,7 @@ def finish_run(
         return FinishedRun(run=ended, continuation=None, jobs_cancelled=cancelled)
     if _waits.count(tx, run_id) == 0 and not approvals:
         raise UserError("a run that ends awaiting must wait for at least one job or decision")
-    continuation = queue_continuation(tx, session_id, run_id, parent=ended)
+    continuation = queue_continuation(tx, session_id, run_id)
     return FinishedRun(run=ended, continuation=continuation)
 
 
@@ -265,14 +265,12 @@ def queue_continuation(
     parent_run_id: str,
     *,
     take: tuple[str, float] | None = None,
-    parent: RunRecord | None = None,
     set_status: bool = True,
 ) -> RunRecord | None:
     """Queue the `server_result` run that continues `parent_run_id`, once every result it
     awaits was delivered (none pending, none cancelled) and every call waiting for a
     person was decided. With `take` (owner, lease_s) it starts running under that lease
-    instead: the caller runs it without a second claim. `parent`: the parent's record,
-    when the caller read or wrote it in this transaction. `set_status` False: the caller
+    instead: the caller runs it without a second claim. `set_status` False: the caller
     sets the session's status to the queued run's own ("queued" or "running") itself, in
     a write of the session row it makes anyway."""
     found: dict[str, set[str]] = {"run": set(), "wait": set(), "approval": set(), "child": set()}
@@ -280,8 +278,7 @@ def queue_continuation(
         found[row.what].add(row.status)
     if not found["run"]:
         raise NotFound(f"no run {parent_run_id!r}")
-    status = parent.status if parent is not None else next(iter(found["run"]))
-    if status != "awaiting":
+    if found["run"] != {"awaiting"}:
         return None  # still running: its own finish will continue it
     states, decisions = found["wait"], found["approval"]
     if not states and not decisions:
