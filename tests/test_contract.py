@@ -9,12 +9,11 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from examples.contracts.fulfillment import FulfillmentAnswer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, Field, field_validator
@@ -27,12 +26,6 @@ from pi_runtime.contract import (
     OutputContract,
     fulfillment_contract,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.contracts.fulfillment import FulfillmentAnswer  # noqa: E402
 
 SEED_ANSWER = (
     '{"fulfillment": {"speech": "北京今天晴，气温 18-28 度，东南风 3 级，适合出门。", '

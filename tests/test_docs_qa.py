@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from examples.docs_qa import corpus as corpus_module
+from examples.docs_qa import make_suite, tools
+from examples.docs_qa.corpus import MODULES, Corpus, load_corpus
 
 from cli_support import pi_inprocess, pi_process
 from pi_runtime import Agent, ToolError
@@ -25,12 +28,6 @@ from pi_runtime.qrp1 import decode, parse
 from pi_runtime.tools import Gate
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # the examples live beside the package, not inside it
-
-from examples.docs_qa import corpus as corpus_module  # noqa: E402
-from examples.docs_qa import make_suite, tools  # noqa: E402
-from examples.docs_qa.corpus import MODULES, Corpus, load_corpus  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "docs_qa"
 

@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
+from examples.guardrails import demo, guards, tools
 
 from cli_support import pi_inprocess
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))  # the examples live beside the package, not inside it
-
-from examples.guardrails import demo, guards, tools  # noqa: E402
 
 AGENT = REPO / "examples" / "guardrails" / "agent.toml"
 ENV: dict[str, str | None] = {}

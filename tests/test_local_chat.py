@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
+from examples.weather.tools import TOOLS
 
 from pi_runtime import ModelError
 from pi_runtime.messages import (
@@ -36,12 +35,6 @@ from pi_runtime.models.local.chat import (
 )
 from pi_runtime.models.local.chat_reply import ChatReplyParser, answered_calls, call_key
 from pi_runtime.models.local.engine import Decoded
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.weather.tools import TOOLS  # noqa: E402
 
 DEFINITIONS = tuple(t.definition for t in TOOLS)
 ZWSP = "\u200b"

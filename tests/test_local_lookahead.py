@@ -3,24 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
+from examples.weather.tools import TOOLS
 
 from pi_runtime.messages import UserMessage
 from pi_runtime.models import ModelRequest, ResponseDone
 from pi_runtime.models.local import LocalModel
 from pi_runtime.models.local.lookahead import DRAFT_TOKENS, Batch, draft
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.weather.tools import TOOLS  # noqa: E402
 
 
 def tokens(*values: int) -> np.ndarray:

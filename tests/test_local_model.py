@@ -17,6 +17,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+from examples.weather.tools import TOOLS
 
 from pi_runtime import Agent, Limits, ModelError, UserError
 from pi_runtime.context import prompt as context_prompt
@@ -45,10 +46,6 @@ from pi_runtime.models.local.reply import ReplyParser
 from pi_runtime.models.spec import resolve_model
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.weather.tools import TOOLS  # noqa: E402
 
 DEFINITIONS = tuple(t.definition for t in TOOLS)
 SCHEMAS = {d.name: d.parameters for d in DEFINITIONS}

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
+from examples.weather.tools import TOOLS
 
 from pi_runtime.messages import UserMessage
 from pi_runtime.models import ModelRequest, ModelSettings, ResponseDone
 from pi_runtime.models.local import LocalModel
 from pi_runtime.models.local.prefixes import WORTH_TOKENS, Prefixes, shared
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # the examples live beside the package, not inside it
-
-from examples.weather.tools import TOOLS  # noqa: E402
 
 
 class FakeState:
