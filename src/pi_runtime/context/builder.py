@@ -26,12 +26,12 @@ for the process, so a short run does not tokenize the same prompt again.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from ..memo import ByIdentity, chars, small_texts
 from ..messages import (
     AssistantMessage,
     Message,
@@ -150,44 +150,36 @@ def _digest_line(messages: Sequence[Message], unit: tuple[int, int]) -> list[str
     return [f"- {role}: {' '.join(message_text(first).split())[:160]}"]
 
 
-_SHARED_MAX_CHARS = 65_536
-"""Fixed layers up to this long share counts across runs (at most 256 of them are kept,
-so the cache stays under about 16 MiB of text); longer ones are counted once a run."""
-
-
-@functools.lru_cache(maxsize=256)
+@small_texts(256, chars)
 def _shared_count(text: str) -> int:
-    """`count_tokens(text)`, remembered: the runs of an agent send the same system prompt
-    and tool definitions, and tokenizing them was a tenth of a one-turn run. Only the
-    default counter is shared: a counter of the caller's own might hold a whole model."""
+    """`count_tokens(text)`, remembered for texts of up to 64 KiB (so at most about 16 MiB
+    of text is kept): the runs of an agent send the same system prompt and tool
+    definitions, and tokenizing them was a tenth of a one-turn run."""
     return count_tokens(text)
 
 
-_TOOLS_TEXTS: dict[tuple[tuple[str, str, int], ...], tuple[list[object], str]] = {}
+_TOOLS_TEXTS: ByIdentity[str] = ByIdentity(64)  # MCP tools, listed afresh each run, go
 
 
 def _shared_tools_text(tools: Sequence[ToolDefinition]) -> str:
     """The tool definitions as the tools layer counts them, written once for the process:
     each run offers new definition objects of the same tools, with the same schemas. The
     same text object also makes its count's lookup free (a string keeps its hash)."""
-    key = tuple((t.name, t.description, id(t.parameters)) for t in tools)
-    known = _TOOLS_TEXTS.get(key)
-    if known is not None and all(a is t.parameters for a, t in zip(known[0], tools, strict=True)):
-        return known[1]
-    text = json.dumps(
-        [t.parameters | {"name": t.name, "description": t.description} for t in tools],
-        sort_keys=True,
-    )
-    if len(_TOOLS_TEXTS) >= 64:
-        _TOOLS_TEXTS.clear()  # tools listed afresh each run (MCP) must not pile up
-    _TOOLS_TEXTS[key] = ([t.parameters for t in tools], text)  # held: ids stay theirs
+    schemas = [t.parameters for t in tools]
+    named = tuple((t.name, t.description) for t in tools)
+    text = _TOOLS_TEXTS.get(schemas, named)
+    if text is None:
+        text = json.dumps(
+            [t.parameters | {"name": t.name, "description": t.description} for t in tools],
+            sort_keys=True,
+        )
+        _TOOLS_TEXTS.put(schemas, text, named)
     return text
 
 
 def _count_fixed(counter: Callable[[str], int], text: str) -> int:
-    if counter is count_tokens and len(text) <= _SHARED_MAX_CHARS:
-        return _shared_count(text)
-    return counter(text)
+    # only the default counter is shared: a counter of the caller's own might hold a model
+    return _shared_count(text) if counter is count_tokens else counter(text)
 
 
 class ContextBuilder:

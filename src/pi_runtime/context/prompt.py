@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from functools import lru_cache
 
+from ..memo import small_texts
 from ..models import ToolDefinition
 from .presets import Section, check_presets, preset_lines
 from .templates import PromptTemplate, load_template
@@ -132,12 +132,14 @@ def runtime_block(tools: Sequence[ToolDefinition], *, mode: str, today: date | N
     """
     named = tuple((t.name, t.description) for t in tools)
     day = today or date.today()
-    if sum(len(description) for _, description in named) > 65_536:
-        return _runtime_text.__wrapped__(day, mode, named)  # the cache keeps small ones
     return _runtime_text(day, mode, named)
 
 
-@lru_cache(maxsize=64)
+def _descriptions(day: date, mode: str, named: tuple[tuple[str, str], ...]) -> int:
+    return sum(len(description) for _, description in named)
+
+
+@small_texts(64, _descriptions)  # kept while the descriptions total 64 KiB or less
 def _runtime_text(day: date, mode: str, named: tuple[tuple[str, str], ...]) -> str:
     """The block for `day`, `mode` and the tools' (name, description): the same string
     for every run of a day, whose count the builder then finds without hashing it anew."""

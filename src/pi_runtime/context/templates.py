@@ -10,18 +10,19 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from functools import cache, lru_cache
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any
 
 from ..exceptions import UserError
+from ..memo import chars, small_texts
 
 _NAME = re.compile(r"^(?P<name>[a-z][a-z0-9_-]*)@(?P<version>[0-9]+)\.md$")
 
 
-@lru_cache(maxsize=64)
+@small_texts(64, chars)
 def _sha256(text: str) -> str:
     """Each run's trace names its template's hash twice: the same few texts, hashed once."""
     return hashlib.sha256(text.encode()).hexdigest()
@@ -35,8 +36,6 @@ class PromptTemplate:
 
     @property
     def sha256(self) -> str:
-        if len(self.text) > 65_536:  # the cache holds small texts only
-            return hashlib.sha256(self.text.encode()).hexdigest()
         return _sha256(self.text)
 
     @property

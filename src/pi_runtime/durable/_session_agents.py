@@ -9,34 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Generic, TypeVar
 
 from ..exceptions import UserError
+from ..memo import Bounded
 from ..tools import ToolSpec
 from .recipe import Recipe, stored_recipe
 from .store import SessionStore
 
 log = logging.getLogger("pi_runtime.durable")
 
-K = TypeVar("K")
-V = TypeVar("V")
-
 Tools = dict[str, ToolSpec] | None
 """Tools by name; None when they cannot be loaded in this process."""
-
-
-class _Bounded(Generic[K, V]):
-    """A dict keeping at most `limit` entries (the oldest goes first)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.items: dict[K, V] = {}
-
-    def put(self, key: K, value: V) -> V:
-        if key not in self.items and len(self.items) >= self.limit:
-            self.items.pop(next(iter(self.items)))
-        self.items[key] = value
-        return value
 
 
 class SessionAgents:
@@ -44,12 +27,12 @@ class SessionAgents:
 
     def __init__(self, store: SessionStore, *, limit: int = 1024) -> None:
         self._store = store
-        self._recipes: _Bounded[str, Recipe] = _Bounded(limit)
-        self._tools: _Bounded[tuple[tuple[str, ...], str | None], Tools] = _Bounded(limit)
+        self._recipes: Bounded[str, Recipe] = Bounded(limit)
+        self._tools: Bounded[tuple[tuple[str, ...], str | None], Tools] = Bounded(limit)
 
     async def recipe(self, session_id: str) -> Recipe:
         """The agent `session_id` was created with (UserError if it has none)."""
-        recipe = self._recipes.items.get(session_id)
+        recipe = self._recipes.get(session_id)
         if recipe is None:
             session = await asyncio.to_thread(self._store.get_session, session_id)
             recipe = stored_recipe(session.agent if session else None)
@@ -65,8 +48,8 @@ class SessionAgents:
             log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)
             return None
         refs = (tuple(recipe.tools), recipe.import_path)
-        if refs in self._tools.items:
-            return self._tools.items[refs]
+        if refs in self._tools:
+            return self._tools.get(refs)
         try:
             tools: Tools = {spec.name: spec for spec in recipe.load_tools()}
         except UserError as exc:

@@ -23,6 +23,7 @@ from jsonschema import ValidationError as SchemaError
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from ..memo import ByIdentity
 from ..messages import hint_for, json_path, parse_object
 from .spec import ToolSpec
 
@@ -82,13 +83,9 @@ class ArgumentSchema:
         """The checker of `schema`, built once for each schema object: every run builds a
         gate for its tools, and building the validator was a twentieth of a short run. (A
         schema is read when its checker is built: change a tool's, and it is a new tool.)"""
-        built = _BUILT.get(id(schema))
-        if built is not None and built[0] is schema:
-            return built[1]
-        checker = cls(Draft202012Validator(schema), _plain(schema))
-        if len(_BUILT) >= _MAX_BUILT:
-            _BUILT.clear()  # tools listed afresh each run (MCP) must not pile up
-        _BUILT[id(schema)] = (schema, checker)  # the schema is held: its id stays its own
+        checker = _BUILT.get((schema,))
+        if checker is None:
+            checker = _BUILT.put((schema,), cls(Draft202012Validator(schema), _plain(schema)))
         return checker
 
     def surely_valid(self, arguments: dict[str, Any]) -> bool:
@@ -107,8 +104,8 @@ class ArgumentSchema:
         return True
 
 
-_BUILT: dict[int, tuple[dict[str, Any], ArgumentSchema]] = {}
 _MAX_BUILT = 1024
+_BUILT: ByIdentity[ArgumentSchema] = ByIdentity(_MAX_BUILT)  # MCP tools, listed afresh each run, go
 
 
 def _plain(schema: dict[str, Any]) -> _Plain | None:
