@@ -518,8 +518,9 @@ def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
     assert looks[:2] == [True, False] and all(looks[2:])
 
 
-def count_statements(store: Store) -> tuple[list[str], list[int]]:
-    """Every statement the store sends from now on (its first words), and its commits."""
+def count_statements(store: Store, whole: list[str] | None = None) -> tuple[list[str], list[int]]:
+    """Every statement the store sends from now on (its first words; all of it into
+    `whole`), and its commits."""
     from sqlalchemy import event
 
     engine = store._engine  # type: ignore[attr-defined]
@@ -528,6 +529,8 @@ def count_statements(store: Store) -> tuple[list[str], list[int]]:
 
     def on_statement(*args: Any) -> None:
         sent.append(" ".join(args[2].split()[:3]))
+        if whole is not None:
+            whole.append(" ".join(args[2].split()))
 
     event.listen(engine, "before_cursor_execute", on_statement)
     event.listen(engine, "commit", lambda conn: commits.append(1))
@@ -559,3 +562,23 @@ def test_a_jobs_way_through_the_store_takes_few_statements(store: Store, tmp_pat
     assert sent.count("UPDATE sessions SET") == 2
     assert sent.count("SELECT messages.seq FROM") == 1  # is the call answered? once
     assert sent.count("UPDATE outbox SET") == 0
+
+
+def test_a_sessions_lock_does_not_read_its_agent(store: Store, tmp_path: Path) -> None:
+    # A session's agent is JSON of any size (instructions, tools, sub-agents); every
+    # write under the session's lock read it, and PostgreSQL parsed it, three times a
+    # job. A worker reads it once per session, to build the agent.
+    recipe = one_order_session(store, "lean", tmp_path)
+    start_turn(store, "lean", recipe, "buy 5 ACME")
+    whole: list[str] = []
+    count_statements(store, whole)
+    stats = work(store)
+    assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
+    locks = [s for s in whole if s.startswith("SELECT") and "FROM sessions" in s and
+             (" FOR " in s or store.url.startswith("sqlite"))]  # fmt: skip
+    assert len(locks) >= 2  # the delivery's and the continuation's end, at least
+    reads = [s for s in whole if "sessions.agent" in s]
+    assert len(reads) == 1 and " FOR " not in reads[0], reads  # the worker's, for its agent
+    # and what a lock reads still serves the store's own record of the session
+    session = store.get_session("lean")
+    assert session is not None and session.agent == recipe.to_dict()

@@ -54,7 +54,9 @@ def create_session(tx: Tx, session_id: str | None, agent: dict[str, Any] | None)
             updated_at=tx.now,
         )
     )
-    return _rows.session(tx.lock_session(sid))
+    created = get_session(tx, sid)
+    assert created is not None  # inserted just now
+    return created
 
 
 def get_session(tx: Tx, session_id: str) -> SessionRecord | None:
@@ -108,7 +110,9 @@ def set_session_status(
             f"session {session_id!r} is at version {row.version}, not {expected_version}"
         )
     tx.set_session_status(session_id, status)
-    return _rows.session(tx.lock_session(session_id))
+    changed = get_session(tx, session_id)
+    assert changed is not None  # locked above
+    return changed
 
 
 def append_messages(

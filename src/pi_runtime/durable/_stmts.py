@@ -56,9 +56,23 @@ def update_by(table: Table, keys: tuple[str, ...]) -> Update:
     return table.update().where(*(table.c[name] == bindparam(key(name)) for name in keys))
 
 
+def _session_lock_row() -> Select[Any]:
+    """What a session's lock reads of its row: what writers under it check and count
+    (id, status, version, message count), not the agent, which may be kilobytes of JSON."""
+    c = t.sessions.c
+    return select(c.id, c.status, c.version, c.message_count)
+
+
+@cache
+def session_lock(lock: Lock = "") -> Select[Any]:
+    """The lock row of the session whose id is the `k_id` parameter."""
+    query = _session_lock_row().where(t.sessions.c.id == bindparam(key("id")))
+    return locked(query, lock)
+
+
 @cache
 def session_of(table: Table, lock: Lock = "") -> Select[Any]:
-    """The session row of `table`'s row whose `id` is the `k_id` parameter: its session is
-    found and locked in one statement (only the session row is locked)."""
+    """The lock row of the session of `table`'s row whose `id` is the `k_id` parameter:
+    its session is found and locked in one statement (only the session row is locked)."""
     owner = select(table.c.session_id).where(table.c.id == bindparam(key("id")))
-    return locked(select(t.sessions).where(t.sessions.c.id == owner.scalar_subquery()), lock)
+    return locked(_session_lock_row().where(t.sessions.c.id == owner.scalar_subquery()), lock)

@@ -21,7 +21,7 @@ from ..data.fields import check_json as check_json
 from ..data.fields import check_name
 from ..exceptions import UserError
 from . import schema as t
-from ._stmts import Lock, key, locked, rows_by, session_of, update_by
+from ._stmts import Lock, key, locked, rows_by, session_lock, session_of, update_by
 from .errors import NotFound
 
 S = TypeVar("S", bound=Select[Any])
@@ -75,14 +75,15 @@ class Tx:
         self.conn.execute(update_by(table, tuple(where)), {**params, **values})
 
     def lock_session(self, session_id: str) -> Row[Any]:
-        """The session's row, locked for the rest of the transaction (NotFound if none)."""
-        row = self.find(t.sessions, "wait", id=session_id)
+        """The session's id, status, version and message count, locked for the rest of
+        the transaction (NotFound if there is no such session)."""
+        row = self._session(session_id, "wait")
         if row is None:
             raise NotFound(f"no session {session_id!r}")
         return row
 
     def lock_session_of(self, table: Table, row_id: str) -> Row[Any] | None:
-        """The session row of `table`'s row `row_id`, locked as by `lock_session`; None
+        """The session of `table`'s row `row_id`, locked and read as by `lock_session`; None
         when there is no such row, or it belongs to no session. Keys never change, so the
         row need not be read first: read after this, it is current (its writers lock its
         session first), and nothing is read twice."""
@@ -90,8 +91,13 @@ class Tx:
         return self.conn.execute(stmt, {key("id"): row_id}).one_or_none()
 
     def try_lock_session(self, session_id: str) -> Row[Any] | None:
-        """The session's row if it can be locked without waiting, else None."""
-        return self.find(t.sessions, "skip", id=session_id)
+        """The session, read as by `lock_session`, if it can be locked without waiting;
+        else None."""
+        return self._session(session_id, "skip")
+
+    def _session(self, session_id: str, lock: Lock) -> Row[Any] | None:
+        stmt = session_lock(lock if self.row_locks else "")
+        return self.conn.execute(stmt, {key("id"): session_id}).one_or_none()
 
     def notify(self) -> None:
         """Tell listening workers, at commit, that work may be claimable (PostgreSQL;
