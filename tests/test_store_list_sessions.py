@@ -35,6 +35,17 @@ def test_a_tenant_sees_only_its_own_sessions(store: Store) -> None:
     assert ids(store, prefix="nobody/") == []
 
 
+def test_a_tenant_differing_only_in_case_sees_none_of_the_others(store: Store) -> None:
+    # SQLite's LIKE ignores ASCII case: `acme/` matched `ACME/…` there
+    for sid in ("ACME/secret", "acme/mine", "Acme/other", "ACMÉ/x"):
+        store.create_session(sid)
+    assert ids(store, prefix="acme/") == ["acme/mine"]
+    assert ids(store, prefix="ACME/") == ["ACME/secret"]
+    assert ids(store, prefix="ACMÉ/") == ["ACMÉ/x"]
+    with pytest.raises(NotFound):
+        ids(store, prefix="acme/", after="ACME/secret")
+
+
 def test_like_wildcards_in_a_prefix_match_only_themselves(store: Store) -> None:
     # `_` and `%` are LIKE wildcards: unescaped, tenant `a_b` would see `axb`'s sessions.
     for sid in ("a_b/mine", "axb/theirs", "a%c/mine", "abbc/theirs"):

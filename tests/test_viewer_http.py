@@ -3,6 +3,7 @@ the headers that keep run text inert, and its JSON with the API's tenancy."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -79,6 +80,23 @@ def test_the_viewer_loads_nothing_from_elsewhere_and_serves_only_its_files(
             assert http.get(path).status_code == 404
         # without tokens there is nothing to log in to: the form sends the browser on
         assert http.get("/login", params={"next": "/runs/r"}).headers["location"] == "/runs/r"
+
+
+def test_tenants_named_alike_but_for_case_list_none_of_each_others(tmp_path: Path) -> None:
+    # On SQLite `acme` listed `ACME`'s sessions (LIKE ignores ASCII case)
+    agent = str(write_agent(tmp_path / "shop", LOOKUP_THEN_ANSWER))
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({ACME: "acme", ZETA: "ACME"}), encoding="utf-8")
+    with (
+        viewer_server(tmp_path, [agent], tokens=TokenTable.from_file(path)) as server,
+        client(server, ACME) as lower,
+        client(server, ZETA) as upper,
+    ):
+        assert upper.post("/v1/sessions/secret-plan/runs", json={"message": "A-1?"}).is_success
+        assert lower.post("/v1/sessions/mine/runs", json={"message": "A-1?"}).is_success
+        assert [s["session_id"] for s in lower.get("/v1/sessions").json()["sessions"]] == ["mine"]
+        listed = upper.get("/v1/sessions").json()["sessions"]
+        assert [s["session_id"] for s in listed] == ["secret-plan"]
 
 
 def test_a_tenant_lists_only_its_own_sessions_a_page_at_a_time(tmp_path: Path) -> None:

@@ -80,7 +80,11 @@ def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list
     c = t.sessions.c
     query = select(t.sessions)
     if prefix:
-        query = query.where(c.id.startswith(prefix, autoescape=True))
+        # LIKE narrows (SQLite's ignores ASCII case: tenant `acme` would see `ACME`'s
+        # sessions); the equal beginning decides
+        query = query.where(
+            c.id.startswith(prefix, autoescape=True), func.substr(c.id, 1, len(prefix)) == prefix
+        )
     query = query.where(~func.substr(c.id, len(prefix) + 1).contains("/"))
     if after is not None:
         found = None

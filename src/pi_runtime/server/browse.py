@@ -56,6 +56,8 @@ async def list_sessions(
         )
     except NotFound:
         raise ApiError(404, f"no session {after!r} to list after") from None
+    # the store lists by prefix; whose a session is stays the tenancy's to say
+    found = [s for s in found if caller.owns(s.id)]
     page = found[:limit]
     return {
         "sessions": [
