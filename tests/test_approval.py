@@ -260,7 +260,7 @@ def test_reject_never_runs_the_call_and_the_model_reads_why() -> None:
     assert rejected.reason == "Only half: the lid is fine."  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("reason", ["", "   ", "x" * 4001])
+@pytest.mark.parametrize("reason", ["", "   ", "x" * 4001, "bad \x00 idea", "\x00", "ring\x07"])
 def test_a_rejection_needs_a_short_reason(reason: str) -> None:
     a = agent(LOOKUP_AND_REFUND)
     first = awaiting(a)

@@ -5,6 +5,7 @@ at once, a client leaving mid-stream, tenancy, and every kind of bad input."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
@@ -129,6 +130,12 @@ def test_approval_over_http_pauses_with_an_interrupt_and_runs_the_call_once(
         assert interrupt["metadata"]["decide"] == f"{url}/approvals/{call}"
         assert client.get(url).json()["pending_approvals"][0]["call_id"] == call
 
+        # a NUL, which PostgreSQL's text refuses (it answered 503 "try again" there)
+        nul = client.post(
+            f"{url}/approvals/{call}", json={"decision": "reject", "reason": "no\u0000"}
+        )
+        assert nul.status_code == 422 and "control character" in nul.json()["error"]["message"]
+
         stale = client.post(
             f"{url}/approvals/{call}", json={"decision": "approve", "fingerprint": "0" * 64}
         )
@@ -213,7 +220,9 @@ def test_sixteen_concurrent_runs_are_all_well_formed_and_stored(
             assert session["messages"][0]["content"] == f"order {i}"
 
 
-def test_a_client_dropping_mid_stream_does_not_cancel_the_run(serve: Start, tmp_path: Path) -> None:
+def test_a_client_dropping_mid_stream_does_not_cancel_the_run(
+    serve: Start, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     steps = [
         {"tool_calls": [{"name": "hold", "arguments": {"name": "gate"}}]},
         {"text": "Released and done."},
@@ -231,8 +240,11 @@ def test_a_client_dropping_mid_stream_does_not_cancel_the_run(serve: Start, tmp_
                 if event["type"] == "TOOL_CALL_END":
                     break  # the client leaves while the call is held
         assert client.get(url).json()["status"] == "running"
+        caplog.set_level(logging.ERROR, logger="pi_runtime")
         busy = client.post(f"{url}/runs", json={"message": "again"})
         assert busy.status_code == 409 and busy.json()["error"]["code"] == "session_busy"
+        # the caller's refusal, not the server's failure: no error logged for each one
+        assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
         # another client follows the live run from its start
         with client.stream(
@@ -466,3 +478,20 @@ def test_login_sets_an_http_only_strict_cookie_that_authorizes_v1(serve: Start) 
         assert elsewhere.headers["location"] == "/"
         client.post("/logout")
         assert client.get("/v1/agents").status_code == 401
+
+
+def test_only_an_unreachable_store_is_answered_try_again() -> None:
+    # a refusal that no retry can change (PostgreSQL refusing a value) is no 503
+    from pi_runtime.durable import Conflict, LeaseLost, NotFound, StoreError, StoreUnavailable
+    from pi_runtime.server.stream import api_error
+
+    statuses = {
+        type(exc).__name__: api_error(exc).status
+        for exc in (StoreUnavailable("down"), StoreError("refused"), Conflict("busy"),
+                    NotFound("none"), LeaseLost("taken"))
+    }  # fmt: skip
+    assert statuses == {
+        "StoreUnavailable": 503, "StoreError": 500, "Conflict": 409, "NotFound": 404,
+        "LeaseLost": 503,
+    }  # fmt: skip
+    assert api_error(StoreError("refused")).code == "internal_error"

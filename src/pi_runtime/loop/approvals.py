@@ -15,6 +15,7 @@ processes and is taken at most once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -42,6 +43,8 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 MAX_REASON_CHARS = 4_000
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+"""Control characters a reason may not hold: all but tab and line breaks."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +80,12 @@ class Decision:
                 raise UserError("a rejection needs a reason (the model reads it)")
             if len(reason) > MAX_REASON_CHARS:
                 raise UserError(f"the reason is longer than {MAX_REASON_CHARS} characters")
+            control = _CONTROL.search(reason)
+            if control is not None:  # PostgreSQL's text refuses NUL; none is meant text
+                raise UserError(
+                    f"the reason holds a control character (U+{ord(control.group()):04X}): "
+                    "write it as plain text"
+                )
             object.__setattr__(self, "reason", reason)
         if self.fingerprint is not None and not isinstance(self.fingerprint, str):
             raise UserError(f"fingerprint must be a string, got {self.fingerprint!r}")

@@ -19,7 +19,7 @@ from typing import Any
 from ag_ui.core import BaseEvent
 from ag_ui.encoder import EventEncoder
 
-from ..durable import Conflict, LeaseLost, NotFound, StoreError
+from ..durable import Conflict, LeaseLost, NotFound, StoreError, StoreUnavailable
 from ..exceptions import UserError
 from ..loop import RunResult
 from ..messages import ToolResultMessage
@@ -121,7 +121,8 @@ class RunHub:
                 self._live.pop(live.run_id, None)
             live._ended(task)
             failure = live.failure()
-            if failure is not None and not isinstance(failure, ApiError | UserError):
+            if failure is not None and api_error(failure).status >= 500:
+                # a refusal the caller was answered with (a busy session: 409) is theirs
                 log.error("a run failed outside Pi's loop", exc_info=failure)
 
         task.add_done_callback(ended)
@@ -159,7 +160,7 @@ def api_error(exc: BaseException) -> ApiError:
         return ApiError(409, str(exc), code="refused")
     if isinstance(exc, LeaseLost):
         return ApiError(503, "the run was taken over by a worker, which finishes it")
-    if isinstance(exc, StoreError):
+    if isinstance(exc, StoreUnavailable):
         return ApiError(503, "the session store is unavailable; try again", code="unavailable")
     return ApiError(500, "the server failed to run this turn", code="internal_error")
 
