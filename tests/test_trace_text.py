@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import pi as cli_pi
+from cli_support import pi_inprocess
 from pi_runtime import Agent, UserError
 from pi_runtime.messages import TextBlock, UserMessage, json_line, read_json_lines
 from pi_runtime.models import FunctionModel, ModelRequest, ReplayModel
@@ -178,3 +179,22 @@ def test_a_trace_folder_is_made_when_missing_and_a_file_in_its_place_is_a_clear_
     with pytest.raises(UserError, match="cannot write traces"):
         agent.run_sync("hi")
     assert blocked.read_text() == "a file, not a folder"
+
+
+@pytest.mark.parametrize("how", ["--trace-dir", "PI_TRACE_DIR", "--json"])
+def test_pi_run_with_a_file_for_its_trace_folder_says_so_in_one_line(
+    tmp_path: Path, how: str
+) -> None:
+    # outside `--session` the run's refusal escaped as a traceback (exit 1)
+    (tmp_path / "s.json").write_text(json.dumps({"steps": [{"text": "hi"}]}))
+    args = ["run", "--model", "scripted:s.json", "hi"]
+    env: dict[str, str | None] = {}
+    if how == "PI_TRACE_DIR":
+        env["PI_TRACE_DIR"] = "s.json"
+    else:
+        args[1:1] = ["--trace-dir", "s.json"] + (["--json"] if how == "--json" else [])
+    ran = pi_inprocess(*args, cwd=tmp_path, env=env)
+    assert ran.returncode == 2, ran
+    assert "cannot write traces to s.json" in ran.stderr and "Traceback" not in ran.stderr
+    assert ran.stdout == ""
+    assert json.loads((tmp_path / "s.json").read_text()) == {"steps": [{"text": "hi"}]}

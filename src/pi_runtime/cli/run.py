@@ -146,22 +146,28 @@ def run_command(
         if memory is not None:
             memory.close()
         fail(exc)
+    try:
+        if as_json:
+            # stdout must hold the RunResult alone: whatever tools print goes to stderr
+            with contextlib.redirect_stdout(sys.stderr):
+                result = agent.run_sync(prompt, next_tool_choice=tool_choice)
+        else:
+            result = run_blocking(
+                agent.mcp.closing(_run_with_progress(agent, prompt, tool_choice, err))
+            )
+    except UserError as exc:  # refused before it began (a trace folder that is a file)
+        fail(exc)
+    finally:
+        if memory is not None:
+            memory.close()
     if as_json:
-        # stdout must hold the RunResult alone: whatever tools print goes to stderr
-        with contextlib.redirect_stdout(sys.stderr):
-            result = agent.run_sync(prompt, next_tool_choice=tool_choice)
         typer.echo(result.to_json())
     else:
-        result = run_blocking(
-            agent.mcp.closing(_run_with_progress(agent, prompt, tool_choice, err))
-        )
         if result.output is not None:
             typer.echo(answer_text(result.output))
         elif result.error:
             say(err, (result.stop_reason, "red"), ": ", result.error)
         say(err, (f"trace: {result.trace}", "dim"))
-    if memory is not None:
-        memory.close()
     raise typer.Exit(EXIT_CODES.get(result.status, 1))
 
 
