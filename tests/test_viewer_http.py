@@ -45,6 +45,20 @@ def test_the_login_form_escapes_the_page_it_returns_to(tmp_path: Path) -> None:
         assert 'name="next" value="/"' in offsite
 
 
+def test_another_sites_page_cannot_log_a_browser_in(tmp_path: Path) -> None:
+    # login CSRF: a form on another site, posting its own tenant's token, set the cookie
+    with (
+        viewer_server(tmp_path, [APPROVAL], tokens=TokenTable.single(TOKEN)) as server,
+        client(server) as http,
+    ):
+        for site in ("cross-site", "same-site"):
+            forged = http.post("/login", data={"token": TOKEN}, headers={"Sec-Fetch-Site": site})
+            assert forged.status_code == 403 and "set-cookie" not in forged.headers
+            assert forged.json()["error"]["message"] == "log in from this server's own login page"
+        for own in ({"Sec-Fetch-Site": "same-origin"}, {}):  # a browser's own form; curl
+            assert http.post("/login", data={"token": TOKEN}, headers=own).status_code == 303
+
+
 def test_after_login_every_page_is_the_shell_under_a_strict_policy(tmp_path: Path) -> None:
     with (
         viewer_server(tmp_path, [APPROVAL], tokens=TokenTable.single(TOKEN)) as server,

@@ -111,6 +111,9 @@ Caller = Annotated[Principal, Depends(principal)]
 
 router = APIRouter(tags=["auth"])
 
+_OWN_PAGES = frozenset({"same-origin", "none"})
+"""`Sec-Fetch-Site` values of a login sent from this server's own page (or typed)."""
+
 
 @router.post(
     "/login",
@@ -119,6 +122,11 @@ router = APIRouter(tags=["auth"])
     responses={401: {"description": "The token is not valid."}},
 )
 async def login(request: Request) -> Response:
+    # Another site's page must not log a browser in (as the other site's tenant, whose
+    # sessions the person would then read and approve as their own). Browsers say where
+    # a request comes from; the strict cookie stops the rest of cross-site requests.
+    if request.headers.get("sec-fetch-site", "same-origin") not in _OWN_PAGES:
+        raise ApiError(403, "log in from this server's own login page")
     try:
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
     except ValueError:  # more fields than a login form has
