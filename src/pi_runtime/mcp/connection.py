@@ -9,8 +9,14 @@ groups must be entered and left by one task, and the runs that call tools come a
 Each call races the server's answer against that task ending, so a server that exits or
 drops the connection mid-call fails the call at once (`transient`) instead of leaving it
 waiting; the next call starts a new session. A call's time limit is the gate's
-(`ToolSpec.timeout_s`): when it runs out the call is cancelled and the SDK tells the
-server so. Starting a server and listing its tools have `connect_timeout_s`.
+(`ToolSpec.timeout_s`), not the SDK's: when it runs out the call is cancelled and the
+SDK tells the server so. Starting a server and listing its tools have `connect_timeout_s`.
+
+An error a server answers is the call's `ToolError`, with the server's message, whatever
+its code: -32000 is the SDK's "connection closed" but also the first of JSON-RPC's codes
+for a server's own errors, so a call that fails with it sends the server a ping: any
+answer, a refusal included (the 2026 protocol dropped `ping`), shows the session open;
+only the SDK's -32000, or no answer, shows it closed.
 
 A session belongs to the event loop it was opened on: `Agent.run_sync` runs each call on
 a loop of its own, so there a session lasts one run.
@@ -158,10 +164,10 @@ class Connection:
         self, name: str, arguments: dict[str, Any], *, key: str | None = None
     ) -> CallToolResult:
         """Call tool `name` (the server's name for it); failures raised as Pi classifies
-        them: `TransientError` for a dead or unreachable server, `TimeoutError` for the
-        SDK's own timeout, `ToolError` for what the server refused."""
+        them: `TransientError` for a dead or unreachable server, `ToolError` for what the
+        server refused."""
         from mcp import MCPError
-        from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS, REQUEST_TIMEOUT
+        from mcp.types import CONNECTION_CLOSED, INVALID_PARAMS
 
         try:
             session = await self._current()
@@ -178,9 +184,7 @@ class Connection:
                 "call took effect is unknown."
             ) from None
         except MCPError as exc:
-            if exc.code == REQUEST_TIMEOUT:
-                raise TimeoutError(f"{self.server.where()}: {exc.message}") from None
-            if exc.code == CONNECTION_CLOSED:
+            if exc.code == CONNECTION_CLOSED and not await self._answers(session):
                 session.dead = True
                 raise TransientError(
                     f"{self.server.where()} closed the connection; {self._again}. Whether "
@@ -200,6 +204,23 @@ class Connection:
                     f"{self.server.where()} answered with a malformed result: {_clip(str(exc))}"
                 ) from None
             raise
+
+    async def _answers(self, session: _Session) -> bool:
+        """Whether `session` still answers a ping (or refuses it), within
+        `connect_timeout_s`: a closed one fails it with -32000 at once."""
+        from mcp import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
+        assert session.client is not None
+        try:
+            async with asyncio.timeout(self.server.connect_timeout_s):
+                # the session's own ping: the client's warns that 2026 servers lack it
+                await _racing(session, session.client.session.send_ping())
+        except MCPError as exc:
+            return exc.code != CONNECTION_CLOSED
+        except Exception:  # gone, silent or broken
+            return False
+        return True
 
     async def aclose(self) -> None:
         """End the session (a stdio server is stopped); a later call opens a new one."""

@@ -5,7 +5,8 @@ runs; for an MCP tool that schema comes from the server, so it is outside text. 
 checked and normalised here, once, when the tools are listed:
 
 - it must be a valid JSON Schema (2020-12 rules; drafts 4-7 spell the same checks) for
-  an object, no larger than `MAX_SCHEMA_BYTES`;
+  an object, no larger than `MAX_SCHEMA_BYTES` and nested no deeper than
+  `MAX_SCHEMA_DEPTH` (checking it, and every call's arguments against it, recurses);
 - every `$ref` must point inside the schema (`#/…`): a remote one would be fetched or
   ignored, and Pi does neither;
 - objects that list their `properties` and say nothing of other keys are closed
@@ -24,12 +25,19 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
+from urllib.parse import unquote
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from ..messages import depth_within
+
 MAX_SCHEMA_BYTES = 64_000
+MAX_SCHEMA_DEPTH = 48
+"""JSON levels (objects and lists) a schema may nest: far more than a tool's arguments
+need, and shallow enough that checking a call against it cannot exhaust the stack."""
 _COMBINED = ("allOf", "anyOf", "oneOf", "$ref", "if", "patternProperties", "unevaluatedProperties")
 _SUBSCHEMA_MAPS = ("properties", "$defs", "definitions", "dependentSchemas")
 _SUBSCHEMAS = ("items", "additionalProperties", "contains", "not", "then", "else")
@@ -42,8 +50,20 @@ class UnusableSchema(ValueError):
 
 def strict_schema(raw: Any) -> dict[str, Any]:
     """`raw` checked, copied and closed as the module docstring says (or UnusableSchema)."""
+    try:
+        return _strict(raw)
+    except (RecursionError, OverflowError, re.error) as exc:
+        # what the limits do not catch, e.g. a `pattern` of `a{99999999999}`: `re` overflows
+        raise UnusableSchema(
+            f"the input schema cannot be checked: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+def _strict(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise UnusableSchema(f"the input schema is not a JSON object: {type(raw).__name__}")
+    if not depth_within(raw, MAX_SCHEMA_DEPTH):
+        raise UnusableSchema(f"the input schema is nested deeper than {MAX_SCHEMA_DEPTH} levels")
     try:
         size = len(json.dumps(raw, ensure_ascii=False, allow_nan=False).encode())
     except (TypeError, ValueError) as exc:
@@ -65,16 +85,87 @@ def strict_schema(raw: Any) -> dict[str, Any]:
     return schema
 
 
-def _check_refs(node: Any) -> None:
-    if isinstance(node, dict):
-        ref = node.get("$ref")
-        if isinstance(ref, str) and not ref.startswith("#"):
+_IN_PLACE = ("allOf", "anyOf", "oneOf")
+"""Keywords whose schemas apply to the same value (with `not`, `if`, `then`, `else`,
+`dependentSchemas` and `$ref`): a loop through only these never ends."""
+_VALUES = ("const", "enum", "default", "examples")
+"""Keywords holding values, not schemas: a `$ref` key inside one is data."""
+
+
+def _check_refs(schema: dict[str, Any]) -> None:
+    """Every `$ref` points at a part of the schema, and no chain of them comes back to
+    where it began without going into the value (`properties`, `items`, …): checking a
+    call against such a loop recurses without end. A loop through a property, as in a
+    tree, ends where the arguments do."""
+    nodes: dict[str, dict[str, Any]] = {}
+    held: set[str] = set()  # every part's path: a `$ref` may name `true` or `false`
+    anchors: dict[str, str] = {}
+    stack: list[tuple[str, Any]] = [("", schema)]
+    while stack:
+        path, node = stack.pop()
+        held.add(path)
+        if isinstance(node, list):
+            stack.extend((f"{path}/{i}", item) for i, item in enumerate(node))
+        elif isinstance(node, dict):
+            nodes[path] = node
+            if isinstance(node.get("$anchor"), str):
+                anchors[node["$anchor"]] = path
+            for key, value in node.items():
+                if key not in _VALUES:
+                    stack.append((f"{path}/{_escape(key)}", value))
+    edges = {path: _same_value(path, node, held, anchors) for path, node in nodes.items()}
+    _no_loop(edges)
+
+
+def _same_value(
+    path: str, node: dict[str, Any], held: set[str], anchors: dict[str, str]
+) -> list[str]:
+    """The schemas that check the same value as the one at `path`, by their paths."""
+    targets = [f"{path}/{key}" for key in ("not", "if", "then", "else") if key in node]
+    for key in _IN_PLACE:
+        if isinstance(node.get(key), list):
+            targets += [f"{path}/{key}/{i}" for i in range(len(node[key]))]
+    if isinstance(node.get("dependentSchemas"), dict):
+        targets += [f"{path}/dependentSchemas/{_escape(k)}" for k in node["dependentSchemas"]]
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        if not ref.startswith("#"):
             raise UnusableSchema(f"the input schema refers outside itself ($ref {ref!r})")
-        for value in node.values():
-            _check_refs(value)
-    elif isinstance(node, list):
-        for value in node:
-            _check_refs(value)
+        fragment = unquote(ref[1:])
+        target = fragment if fragment.startswith("/") or not fragment else anchors.get(fragment)
+        if target is None or target not in held:
+            raise UnusableSchema(f"the input schema refers to {ref!r}, which it does not hold")
+        targets.append(target)
+    return targets
+
+
+def _no_loop(edges: dict[str, list[str]]) -> None:
+    done: set[str] = set()
+    for start in edges:
+        if start in done:
+            continue
+        on_path = {start}
+        trail = [(start, iter(edges[start]))]
+        while trail:
+            here, rest = trail[-1]
+            step = next(rest, None)
+            if step is None:
+                trail.pop()
+                on_path.discard(here)
+                done.add(here)
+            elif step in on_path:
+                raise UnusableSchema(
+                    f"the input schema's #{step} leads back to itself through $ref "
+                    "without going into the value: checking a call would never end"
+                )
+            elif step not in done and step in edges:
+                on_path.add(step)
+                trail.append((step, iter(edges[step])))
+
+
+def _escape(key: str) -> str:
+    """`key` as one JSON Pointer step."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _close(schema: dict[str, Any], *, top: bool = False) -> None:

@@ -17,7 +17,8 @@ errors of any tool.
   tool marked `requires_approval`; `approval` naming a tool the server does not list
   fails listing, as `allow` does.
 - **Unusable schemas** (see `schema.py`): the tool is left out with a warning in the log
-  and `skipped`; when `allow` names it, listing fails instead.
+  and `skipped` (its name escaped: it is the server's text, and may hold a line break or
+  a terminal's control sequence); when `allow` names it, listing fails instead.
 
 Tools are listed once, at the first run, and kept for the agent's life.
 """
@@ -155,11 +156,11 @@ class MCPTools:
             try:
                 specs.append(_spec(connection, listed))
             except UnusableSchema as exc:
-                where = f"{server.name}.{listed.name}"
+                where = f"{server.name}.{_escaped(listed.name)}"
                 if server.allow is not None:
                     raise ServerUnavailable(f"mcp.{where}: {exc}") from None
-                self.skipped[where] = str(exc)
-                log.warning("MCP tool %s left out: %s", where, exc)
+                self.skipped[where] = _escaped(str(exc))
+                log.warning("MCP tool %s left out: %s", where, self.skipped[where])
         return specs
 
 
@@ -205,6 +206,14 @@ def _description(listed: Any) -> str:
     if len(text) > MAX_DESCRIPTION_CHARS:
         text = text[: MAX_DESCRIPTION_CHARS - 1] + "…"
     return text
+
+
+def _escaped(text: str) -> str:
+    """`text` on one inert line: what is not printable (controls, line breaks, bidi marks,
+    lone surrogates) as its Python escape, such as `\\n` or `\\x1b` (as `pi` prints)."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
+    )
 
 
 def _check_names(specs: list[ToolSpec], taken: Collection[str]) -> None:

@@ -1,0 +1,160 @@
+"""MCP servers that answer, list or name things in ways Pi must not trust.
+
+Each test starts `mcp_hostile_app.py` over stdio in one of its modes and runs an agent
+whose scripted model calls its tools: whatever the server does, the run goes on, the
+model reads the server's own words and the log stays one line per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pi_runtime import Agent, Limits, RunResult
+from pi_runtime.mcp import MCPServer
+from pi_runtime.mcp.schema import UnusableSchema, strict_schema
+from pi_runtime.messages import ToolResultMessage
+from pi_runtime.testing import ScriptedModel, function_call, text
+from pi_runtime.tools.arguments import ArgumentSchema
+
+APP = Path(__file__).with_name("mcp_hostile_app.py")
+NOT_FOUND = "no record matches q='zzz'; try a shorter query"
+
+
+def hostile(state: Path, mode: str) -> MCPServer:
+    return MCPServer(name="h", command=[sys.executable, str(APP), "--state", str(state), mode])
+
+
+def run(server: MCPServer, *steps: Any) -> tuple[Agent, RunResult]:
+    made = Agent(
+        ScriptedModel(list(steps)),
+        mcp=[server],
+        trace_dir=False,
+        limits=Limits(max_steps=10, block_repeated_calls=False),
+    )
+
+    async def go() -> RunResult:
+        async with made:
+            return await made.run("go")
+
+    return made, asyncio.run(go())
+
+
+def results(result: RunResult) -> list[ToolResultMessage]:
+    return [m for m in result.messages if isinstance(m, ToolResultMessage)]
+
+
+def starts(state: Path) -> int:
+    return (state / "starts").read_text(encoding="utf-8").count("start")
+
+
+@pytest.mark.parametrize("code", [-32000, -32001])
+def test_a_server_error_with_the_sdks_codes_reaches_the_model_and_keeps_the_session(
+    tmp_path: Path, code: int
+) -> None:
+    # -32000 and -32001 are the SDK's "connection closed" and "timed out", and also
+    # JSON-RPC's codes for a server's own errors
+    made, result = run(
+        hostile(tmp_path, "error_code"),
+        function_call("lookup", {"q": "zzz", "code": code}),
+        function_call("lookup", {"q": "zz", "code": code}),
+        function_call("echo", {"text": "still here"}),
+        text("done"),
+    )
+
+    assert result.status == "completed", result.error
+    first, second, echoed = results(result)
+    for failed in (first, second):
+        error = json.loads(failed.content)
+        assert error["kind"] == "tool_error"
+        assert NOT_FOUND in error["message"]
+    assert echoed.content == "still here"
+    assert made.mcp.connections["h"].sessions == 1  # a healthy server is never restarted
+    assert starts(tmp_path) == 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "tool", "why"),
+    [
+        ("deep_schema", "deep", "nested deeper than"),
+        ("overflow_pattern", "bad", "OverflowError"),
+        ("ref_loop", "loop", "leads back to itself"),
+    ],
+)
+def test_a_schema_pi_cannot_prepare_leaves_out_only_that_tool(
+    tmp_path: Path, mode: str, tool: str, why: str
+) -> None:
+    made, result = run(
+        hostile(tmp_path, mode), function_call("echo", {"text": "fine"}), text("done")
+    )
+
+    assert result.status == "completed", result.error
+    (echoed,) = results(result)
+    assert echoed.content == "fine"
+    assert set(made.mcp.skipped) == {f"h.{tool}"}
+    assert why in made.mcp.skipped[f"h.{tool}"]
+
+
+def test_a_tool_name_with_control_characters_is_shown_escaped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="pi_runtime.mcp"):
+        made, result = run(hostile(tmp_path, "control_name"), text("done"))
+
+    assert result.status == "completed", result.error
+    escaped = "x\\nerror: the agent file was deleted\\x1b[2J\\x1b[31m"
+    assert list(made.mcp.skipped) == [f"h.{escaped}"]
+    (warning,) = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert warning.startswith(f"MCP tool h.{escaped} left out: ")
+    assert "\n" not in warning and "\x1b" not in warning
+
+
+LOOP = {"not": {"$ref": "#/$defs/n"}}
+
+
+@pytest.mark.parametrize(
+    ("schema", "why"),
+    [
+        ({"$ref": "#"}, "# leads back"),
+        ({"properties": {"q": {"$ref": "#/$defs/n"}}, "$defs": {"n": LOOP}}, "#/$defs/n leads"),
+        ({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"$ref": "#/$defs/a"}}},
+         "leads back"),
+        ({"$defs": {"a": {"$anchor": "A", "not": {"$ref": "#A"}}}}, "leads back"),
+        ({"properties": {"q": {"$ref": "#/$defs/gone"}}}, "which it does not hold"),
+        ({"properties": {"q": {"$ref": "#/$defs/gone"}}, "$defs": {"gone~": {}}},
+         "which it does not hold"),
+    ],
+)  # fmt: skip
+def test_a_schema_whose_refs_loop_or_point_nowhere_is_unusable(
+    schema: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(UnusableSchema, match=re.escape(why)):
+        strict_schema({"type": "object", **schema})
+
+
+@pytest.mark.parametrize(
+    ("schema", "arguments", "valid"),
+    [
+        ({"properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}},  # a tree
+         {"kids": [{"kids": [{"kids": []}]}]}, True),
+        ({"properties": {"q": {"$ref": "#/$defs/f"}}, "$defs": {"f": False}}, {"q": 1}, False),
+        ({"properties": {"q": {"const": {"$ref": "#/nowhere"}}}},  # data, not a reference
+         {"q": {"$ref": "#/nowhere"}}, True),
+        ({"properties": {"q": {"$ref": "#/$defs/a~1b"}}, "$defs": {"a/b": {"type": "integer"}}},
+         {"q": "x"}, False),
+        ({"properties": {"q": {"$ref": "#/$defs/a%20b"}}, "$defs": {"a b": {"type": "string"}}},
+         {"q": "x"}, True),
+    ],
+)  # fmt: skip
+def test_refs_that_go_into_the_value_or_name_what_is_there_are_kept(
+    schema: dict[str, Any], arguments: dict[str, Any], valid: bool
+) -> None:
+    kept = strict_schema({"type": "object", **schema})
+    assert ArgumentSchema.of(kept).validator.is_valid(arguments) is valid
