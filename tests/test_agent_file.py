@@ -185,6 +185,21 @@ def test_definition_round_trips_through_its_stored_form(tmp_path: Path) -> None:
             ":6:",
             "import_path: is set by Pi",
         ),
+        (
+            BASE.replace("[limits]", "job_max_attempts = 99999999999999999999\n[limits]"),
+            ":6:",
+            "job_max_attempts: must be an integer from 1 to 1000, got 99999999999999999999",
+        ),
+        (
+            BASE + '[output]\nschema = "answer.json"\nstrict = "no"\n',
+            ":10:",
+            "output.strict: must be true or false, got 'no'",
+        ),
+        (
+            BASE + '[output]\nschema = "answer.json"\nstrict = "false"\n',
+            ":10:",
+            "output.strict: must be true or false, got 'false'",
+        ),
     ],
 )
 def test_a_bad_agent_file_is_one_clear_error_naming_file_line_and_key(
@@ -203,6 +218,41 @@ def test_pi_run_agent_exits_2_with_the_file_and_key_on_a_bad_file(tmp_path: Path
     done = pi("run", "hi", "--agent", str(path), "--json", cwd=tmp_path, tmp=tmp_path)
     assert done.returncode == 2 and done.stdout == ""
     assert f"{path}:7: limits.max_stepz: unknown key" in " ".join(done.stderr.split())
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["x = " + "[" * 2000 + "]" * 2000 + "\n", "limits = " + "{a=" * 1000 + "1" + "}" * 1000],
+    ids=["arrays-2000-deep", "inline-tables-1000-deep"],
+)
+def test_an_agent_file_nested_too_deeply_is_not_valid_toml(tmp_path: Path, body: str) -> None:
+    path, _ = scratch(tmp_path, body)
+    with pytest.raises(UserError, match=r"^agent file .*: not valid TOML: nested too deeply$"):
+        read_agent_file(path)
+
+
+def test_pi_run_agent_exits_2_on_a_file_nested_too_deeply_for_toml(tmp_path: Path) -> None:
+    path, _ = scratch(tmp_path, "x = " + "[" * 2000 + "]" * 2000 + "\n")
+    done = pi("run", "hi", "--agent", str(path), cwd=tmp_path, tmp=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"agent file {path}: not valid TOML: nested too deeply" in " ".join(done.stderr.split())
+
+
+def test_an_agent_file_saved_with_a_byte_order_mark_reads_with_its_lines(tmp_path: Path) -> None:
+    path, _ = scratch(tmp_path, "\ufeff" + BASE)
+    assert Agent.from_file(path, trace_dir=False).limits.max_steps == 5
+    path.write_text("\ufeffcolour = 'red'\n" + BASE, encoding="utf-8")
+    with pytest.raises(UserError, match=r"agent\.toml:1: colour: unknown key"):
+        Agent.from_file(path, trace_dir=False)
+
+
+def test_an_output_schema_file_nested_too_deeply_is_one_clear_error(tmp_path: Path) -> None:
+    path, _ = scratch(tmp_path, BASE.replace("[limits]", 'output = "deep.json"\n[limits]'))
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(
+        UserError, match=r"agent\.toml:6: output: .*deep\.json is nested too deeply"
+    ):
+        Agent.from_file(path, trace_dir=False)
 
 
 def test_pi_run_agent_flags_override_the_file(tmp_path: Path) -> None:

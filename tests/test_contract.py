@@ -301,6 +301,41 @@ def test_from_schema_refuses_a_schema_that_cannot_be_strict(schema: Any, message
         OutputContract.from_schema(schema, name="bad")
 
 
+def nested_properties(depth: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        (nested_properties(400), r"the schema is nested too deeply to check"),
+        (
+            {
+                "type": "object",
+                "properties": {"s": {"type": "string", "pattern": "a{99999999999}"}},
+                "required": ["s"],
+            },
+            r"not a valid JSON Schema .*: a regex in it cannot be compiled: the repetition",
+        ),
+    ],
+    ids=["400-deep", "overflowing-pattern"],
+)
+def test_a_hostile_schema_is_a_user_error_not_a_crash(schema: Any, message: str) -> None:
+    with pytest.raises(UserError, match=rf"^contract 'bad': {message}"):
+        OutputContract.from_schema(schema, name="bad")
+
+
+@pytest.mark.parametrize("strict", ["no", "false", 1, None])
+def test_strict_must_be_true_or_false(strict: Any) -> None:
+    with pytest.raises(
+        UserError, match=rf"contract 'x': strict must be True or False, got {strict!r}"
+    ):
+        OutputContract.from_schema({"type": "object", "properties": {}}, name="x", strict=strict)
+
+
 def test_from_schema_error_names_the_contract() -> None:
     with pytest.raises(UserError, match=r"^contract 'weather_answer': "):
         OutputContract.from_schema({"type": "string"}, name="weather_answer")

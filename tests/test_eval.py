@@ -247,6 +247,32 @@ def test_a_bad_suite_exits_2_naming_file_case_and_key(
 
 
 @pytest.mark.parametrize(
+    ("suite", "message"),
+    [
+        (
+            "[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = 'a{99999999999}'\n",
+            'suite.toml: case "x": expect_output: not a valid regex: the repetition number',
+        ),
+        (
+            f"[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = '{'(' * 1500}a{')' * 1500}'\n",
+            'suite.toml: case "x": expect_output: not a valid regex: nested too deeply',
+        ),
+        ("x = " + "[" * 2000 + "]" * 2000 + "\n", "suite.toml: not valid TOML: nested too deeply"),
+    ],
+    ids=["regex-repeat-overflows", "regex-1500-groups-deep", "toml-2000-deep"],
+)
+def test_a_hostile_suite_exits_2_with_one_line_not_a_traceback(
+    suite_dir: Path, suite: str, message: str
+) -> None:
+    write(suite_dir, "suite.toml", 'agent = "agent.toml"\n' + suite)
+
+    ran = pi_eval(suite_dir, "suite.toml")
+
+    assert ran.returncode == 2
+    assert message in ran.stderr and "Traceback" not in ran.stderr
+
+
+@pytest.mark.parametrize(
     ("head", "message"),
     [
         ('agent = "missing.toml"\n', "suite.toml: agent: no agent file at"),
@@ -273,6 +299,14 @@ def test_a_missing_suite_or_a_broken_agent_file_exits_2(suite_dir: Path) -> None
     assert ran.returncode == 2
     assert "suite.toml: agent:" in ran.stderr
     assert "max_stepz" in ran.stderr
+
+
+def test_a_suite_saved_with_a_byte_order_mark_runs(suite_dir: Path) -> None:
+    write(suite_dir, "suite.toml", '\ufeffagent = "agent.toml"\n' + RAIN_CASE)
+
+    code, report = eval_json(suite_dir, "suite.toml")
+
+    assert code == 0 and [r["case"] for r in report["rows"]] == ["rain-chengdu"]
 
 
 def test_a_model_that_cannot_be_made_exits_2_before_any_run(suite_dir: Path) -> None:

@@ -139,9 +139,11 @@ def test_mode_flag_turns_a_react_agent_file_into_a_planner(tmp_path: Path) -> No
     ("line", "problem"),
     [
         ('mode = "plans"', "mode: must be one of react, plan, auto, got 'plans'"),
-        ("max_replans = -1", "max_replans: must be an integer of at least 0, got -1"),
-        ('max_replans = "2"', "max_replans: must be an integer of at least 0, got '2'"),
-        ("step_max_steps = 0", "step_max_steps: must be an integer of at least 1, got 0"),
+        ("max_replans = -1", "max_replans: must be an integer from 0 to 100, got -1"),
+        ('max_replans = "2"', "max_replans: must be an integer from 0 to 100, got '2'"),
+        ("max_replans = 101", "max_replans: must be an integer from 0 to 100, got 101"),
+        ("step_max_steps = 0", "step_max_steps: must be an integer from 1 to 1000, got 0"),
+        ("step_max_steps = 1001", "step_max_steps: must be an integer from 1 to 1000, got 1001"),
     ],
 )
 def test_a_bad_mode_key_in_an_agent_file_names_its_line(

@@ -82,6 +82,21 @@ def prepare_schema(schema: Any, *, strict: bool) -> dict[str, Any]:
             f"(drop it or set it to {DRAFT_URI!r})"
         )
     try:
+        out = _strict_copy(schema, strict=strict)
+    except RecursionError:
+        raise UserError("the schema is nested too deeply to check") from None
+    except OverflowError as exc:  # a `pattern` like "a{99999999999}": not an re.error
+        raise UserError(
+            f"not a valid JSON Schema (Draft 2020-12): a regex in it cannot be compiled: {exc}"
+        ) from None
+    _check_root(out)
+    _check_reference_cycles(out)
+    return out
+
+
+def _strict_copy(schema: dict[str, Any], *, strict: bool) -> dict[str, Any]:
+    """`schema` checked against the draft's metaschema and rewritten strict (a copy)."""
+    try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as exc:
         where = pointer(*exc.path)
@@ -94,12 +109,7 @@ def prepare_schema(schema: Any, *, strict: bool) -> dict[str, Any]:
         _check_root(out)
     # a root `$ref` (pydantic's recursive models) is inlined by the walk: providers want
     # the root itself to be the object
-    try:
-        _Strictifier(out, strict=strict).walk(out, (), frozenset())
-    except RecursionError:
-        raise UserError("the schema is nested too deeply to check") from None
-    _check_root(out)
-    _check_reference_cycles(out)
+    _Strictifier(out, strict=strict).walk(out, (), frozenset())
     return out
 
 

@@ -79,6 +79,10 @@ class OutputContract:
             raise UserError(f"contract {self.name!r}: max_repairs must be an int")
         if self.max_repairs < 0:
             raise UserError(f"contract {self.name!r}: max_repairs must be >= 0")
+        if not isinstance(self.strict, bool):
+            raise UserError(
+                f"contract {self.name!r}: strict must be True or False, got {self.strict!r}"
+            )
         try:
             schema = prepare_schema(self.schema, strict=self.strict)
         except UserError as exc:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
-from ..loop.agentfile import read_agent_file
+from ..loop.agentfile import parse_toml, read_agent_file
 from ..loop.definition import AgentDefinition
 from ..messages import StopReason, repair_text
 
@@ -86,10 +85,10 @@ def load_suite(path: str | Path) -> Suite:
     file = Path(path).expanduser()
     shown = str(file)
     try:
-        data = tomllib.loads(file.read_text(encoding="utf-8"))
+        data = parse_toml(file.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError) as exc:
         raise SuiteError(f"{shown}: cannot read it: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except ValueError as exc:
         raise SuiteError(f"{shown}: not valid TOML: {exc}") from None
     base = file.resolve().parent
     _known(shown, "", data, _SUITE_KEYS)
@@ -175,8 +174,10 @@ def _pattern(where: str, value: Any) -> re.Pattern[str] | None:
         raise SuiteError(f"{where}expect_output: must be a regex string, got {_shown(value)}")
     try:
         return re.compile(value)
-    except re.error as exc:
+    except (re.error, OverflowError) as exc:  # a repeat count past what `re` can hold
         raise SuiteError(f"{where}expect_output: not a valid regex: {exc}") from None
+    except RecursionError:
+        raise SuiteError(f"{where}expect_output: not a valid regex: nested too deeply") from None
 
 
 def _stop(where: str, value: Any) -> str | None:

@@ -26,7 +26,9 @@
 Paths are resolved against the file's folder, the output schema is read in, and the
 result is an `AgentDefinition` that no longer depends on the file (a sub-agent's file
 is read in too). A mistake is one `UserError` naming the file, the line when it can be
-found, and the key; a file that includes itself, directly or through others, is one.
+found, and the key; a file that includes itself, directly or through others, is one, and
+so are sub-agents nested past `MAX_SUBAGENT_DEPTH` levels or past `MAX_SUBAGENTS` in all
+(see `loop._subagent_rule`). A file named twice in one read is read once.
 """
 
 from __future__ import annotations
@@ -38,28 +40,47 @@ from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
+from ._subagent_rule import MAX_SUBAGENT_DEPTH
 from .definition import AgentDefinition, DefinitionError, absolute_model
 
 
-def read_agent_file(path: str | Path, *, _within: tuple[Path, ...] = ()) -> AgentDefinition:
-    """The agent defined by the TOML file at `path`, its tools importable and checked.
+def read_agent_file(path: str | Path) -> AgentDefinition:
+    """The agent defined by the TOML file at `path`, its tools importable and checked."""
+    return _read(Path(path).expanduser(), (), {})
 
-    `_within` holds the files that include this one as a sub-agent, outermost first."""
-    file = Path(path).expanduser()
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """`text` parsed as TOML; a ValueError saying why not, in one line."""
     try:
-        text = file.read_text(encoding="utf-8")
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(str(exc)) from None
+    except RecursionError:  # tomllib recurses once per nested array or inline table
+        raise ValueError("nested too deeply") from None
+
+
+def _read(
+    file: Path, within: tuple[Path, ...], done: dict[Path, AgentDefinition]
+) -> AgentDefinition:
+    """The agent file at `file`. `within` holds the files that include it as a sub-agent,
+    outermost first; `done` the files this read has read already, by resolved path (a file
+    named twice, by one agent or by two, is read once)."""
+    try:
+        # utf-8-sig: editors on Windows start a file with a byte order mark
+        text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"agent file {file}: cannot read it: {exc}") from None
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+        data = parse_toml(text)
+    except ValueError as exc:
         raise UserError(f"agent file {file}: not valid TOML: {exc}") from None
     base = file.resolve().parent
     try:
-        definition = AgentDefinition.from_dict(_resolved(data, base, file, _within))
+        definition = AgentDefinition.from_dict(_resolved(data, base, file, within, done))
         definition.load_tools()
     except DefinitionError as exc:
         raise UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}") from None
+    done[file.resolve()] = definition
     return definition
 
 
@@ -69,16 +90,20 @@ def agent_error(definition: AgentDefinition, exc: DefinitionError) -> UserError:
         return exc
     file = Path(definition.source)
     try:
-        text = file.read_text(encoding="utf-8")
+        text = file.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError):
         text = ""
     return UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}")
 
 
 def _resolved(
-    data: dict[str, Any], base: Path, file: Path, within: tuple[Path, ...]
+    data: dict[str, Any],
+    base: Path,
+    file: Path,
+    within: tuple[Path, ...],
+    done: dict[Path, AgentDefinition],
 ) -> dict[str, Any]:
-    """The file's table with its paths resolved: what a session can store as it is."""
+    """The file's table with its paths resolved and its sub-agents' files read in."""
     out = dict(data)
     if "source" in out or "import_path" in out:
         key = "source" if "source" in out else "import_path"
@@ -89,7 +114,7 @@ def _resolved(
     if "output" in out:
         out["output"] = _output(out["output"], base)
     if "subagents" in out:
-        out["subagents"] = _subagents(out["subagents"], base, (*within, file.resolve()))
+        out["subagents"] = _subagents(out["subagents"], base, (*within, file.resolve()), done)
     if isinstance(out.get("mcp"), dict):
         out["mcp"] = {name: _mcp_server(entry, base) for name, entry in out["mcp"].items()}
     out["import_path"] = str(_import_root(base))
@@ -114,11 +139,13 @@ def _output(value: Any, base: Path) -> Any:
         raise DefinitionError("output", "must name a JSON Schema file (or a table with `schema`)")
     path = (base / table["schema"]).resolve()
     try:
-        schema = json.loads(path.read_text(encoding="utf-8"))
+        schema = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeDecodeError) as exc:
         raise DefinitionError("output", f"cannot read {path}: {exc}") from None
     except ValueError as exc:
         raise DefinitionError("output", f"{path} is not JSON: {exc}") from None
+    except RecursionError:
+        raise DefinitionError("output", f"{path} is nested too deeply to read") from None
     if not isinstance(schema, dict):
         raise DefinitionError("output", f"{path} must hold a JSON Schema object")
     name = re.sub(r"[^A-Za-z0-9_-]", "_", path.stem)[:64] or "output"
@@ -135,7 +162,9 @@ def _mcp_server(entry: Any, base: Path) -> Any:
     return {**entry, "cwd": str((base / Path(cwd).expanduser()).resolve())}
 
 
-def _subagents(value: Any, base: Path, chain: tuple[Path, ...]) -> Any:
+def _subagents(
+    value: Any, base: Path, chain: tuple[Path, ...], done: dict[Path, AgentDefinition]
+) -> Any:
     """`[subagents.NAME] agent = "file.toml"`: each file read in, relative to this one."""
     if not isinstance(value, dict):
         return value  # the definition's rule says what is wrong
@@ -151,11 +180,18 @@ def _subagents(value: Any, base: Path, chain: tuple[Path, ...]) -> Any:
         if path in chain:
             loop = " → ".join(p.name for p in (*chain[chain.index(path) :], path))
             raise DefinitionError(key, f"the agent files include each other: {loop}")
-        try:
-            child = read_agent_file(path, _within=chain)
-        except UserError as exc:
-            raise DefinitionError(key, str(exc)) from None
-        out[name] = {**entry, "agent": child.to_dict()}
+        if len(chain) > MAX_SUBAGENT_DEPTH:
+            files = " → ".join(p.name for p in (*chain, path))
+            raise DefinitionError(
+                key, f"sub-agents nest more than {MAX_SUBAGENT_DEPTH} levels deep: {files}"
+            )
+        child = done.get(path)
+        if child is None:
+            try:
+                child = _read(path, chain, done)
+            except UserError as exc:
+                raise DefinitionError(key, str(exc)) from None
+        out[name] = {**entry, "agent": child}  # checked: the definition stores it as it is
     return out
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -34,6 +33,7 @@ from ..models import Model, resolve_model
 from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
 from ..tools.retrieval import ToolRetriever
+from ._subagent_rule import subagents_rule
 from .guards import Limits
 from .plan import MODES, Mode
 
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from .agent import Agent
 
 DEFAULT_JOB_ATTEMPTS = 5
+MAX_JOB_ATTEMPTS = 1000
+MAX_REPLANS = 100
+MAX_STEP_STEPS = 1000  # a plan step's model calls
 # Model specs whose argument is a file path: made absolute, so any folder works.
 PATH_SPECS = ("scripted", "replay", "local")
 EMBEDDED_NAMES = ("qwen2.5-coder-0.5b", "gemma-3-270m")  # `local:NAME`, not a path
@@ -80,17 +83,18 @@ class AgentDefinition:
             `threads`, `context` (its window in tokens), `max_tokens` (a reply's limit).
         import_path: the folder tool modules import from (an agent file's own folder).
         job_max_attempts: how often a background job may be interrupted (a worker dying)
-            and started again before it fails.
+            and started again before it fails (1 to `MAX_JOB_ATTEMPTS`).
         approval: tools whose calls wait for a person's approval (besides those marked
             `@tool(requires_approval=True)`).
         mode: `react` (the default), `plan` or `auto` (see `Agent`).
-        max_replans: replans a `plan` run may make.
-        step_max_steps: model calls each plan step's executor may make.
+        max_replans: replans a `plan` run may make (0 to `MAX_REPLANS`).
+        step_max_steps: model calls each plan step's executor may make (1 to
+            `MAX_STEP_STEPS`).
         source: the file the definition was read from, if any (for messages only).
         subagents: agents this one calls as tools, by tool name: `{"description",
             "agent": <their definition's to_dict>, "keep_history"}`. An agent file names
             the other file; the definition holds it read in, so every worker builds the
-            same child.
+            same child. They nest at most 8 levels, 64 in all (`loop._subagent_rule`).
         guardrails: `MODULE:ATTR` checks: `input` and `output` lists, and `tools`, a
             table of lists by tool name (see `Guardrails`).
         escalate: `MODULE:ATTR` of the hook told when a run ends `stopped` or `failed`.
@@ -382,6 +386,9 @@ def _output(key: str, value: Any) -> dict[str, Any] | None:
     unknown = sorted(set(value) - allowed)
     if unknown:
         raise DefinitionError(f"{key}.{unknown[0]}", f"unknown key; known: {sorted(allowed)}")
+    strict = value.get("strict", True)
+    if not isinstance(strict, bool):
+        raise DefinitionError(f"{key}.strict", f"must be true or false, got {strict!r}")
     table = {"name": "output", "strict": True, "max_repairs": 2, **value}
     try:
         _contract(table)
@@ -435,57 +442,6 @@ def _local(key: str, value: Any) -> dict[str, Any]:
                 f"{key}.{name}", f"must be an integer of at least {least}, got {item!r}"
             )
     return dict(value)
-
-
-_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,63}")
-_SUBAGENT_KEYS = {"agent", "description", "keep_history"}
-
-
-def _subagents(key: str, value: Any) -> dict[str, dict[str, Any]]:
-    """`{NAME: {"agent": <definition table>, "description": str, "keep_history": bool}}`,
-    each child definition checked (and stored) as its `to_dict`."""
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise DefinitionError(key, f"must be a table of sub-agents by name, got {value!r}")
-    out: dict[str, dict[str, Any]] = {}
-    for name, entry in value.items():
-        where = f"{key}.{name}"
-        if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
-            raise DefinitionError(
-                where, "a sub-agent's name is its tool name: 1-64 letters, digits, _ . or -"
-            )
-        if not isinstance(entry, Mapping):
-            raise DefinitionError(
-                where, f"must be a table with `agent` and `description`, got {entry!r}"
-            )
-        unknown = sorted(set(entry) - _SUBAGENT_KEYS)
-        if unknown:
-            raise DefinitionError(
-                f"{where}.{unknown[0]}", f"unknown key; known: {sorted(_SUBAGENT_KEYS)}"
-            )
-        description = entry.get("description")
-        if not isinstance(description, str) or not description.strip():
-            raise DefinitionError(
-                f"{where}.description",
-                "must say what the sub-agent does: the parent's model reads it",
-            )
-        keep = entry.get("keep_history", False)
-        if not isinstance(keep, bool):
-            raise DefinitionError(f"{where}.keep_history", f"must be true or false, got {keep!r}")
-        child = entry.get("agent")
-        if isinstance(child, AgentDefinition):
-            child = child.to_dict()
-        if not isinstance(child, Mapping):
-            raise DefinitionError(f"{where}.agent", "must name another agent file")
-        try:
-            stored = AgentDefinition.from_dict(child).to_dict()
-        except DefinitionError as exc:
-            raise DefinitionError(f"{where}.agent", f"{exc.key}: {exc.problem}") from None
-        except UserError as exc:
-            raise DefinitionError(f"{where}.agent", str(exc)) from None
-        out[name] = {"agent": stored, "description": description.strip(), "keep_history": keep}
-    return out
 
 
 def _ref(key: str, value: Any) -> str:
@@ -555,22 +511,22 @@ def _mcp(key: str, value: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _job_attempts(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise DefinitionError(key, f"must be an integer of at least 1, got {value!r}")
-    return value
+def _count(least: int, most: int) -> Callable[[str, Any], int]:
+    """A rule for an integer from `least` to `most`: past them a count is a typo, and too
+    large for the store's integers (a job's attempts are a column)."""
+
+    def rule(key: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= most:
+            raise DefinitionError(key, f"must be an integer from {least} to {most}, got {value!r}")
+        return value
+
+    return rule
 
 
 def _mode(key: str, value: Any) -> str:
     if value not in MODES:
         raise DefinitionError(key, f"must be one of {', '.join(MODES)}, got {value!r}")
     return str(value)
-
-
-def _replans(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise DefinitionError(key, f"must be an integer of at least 0, got {value!r}")
-    return value
 
 
 _RULES: dict[str, Callable[[str, Any], Any]] = {
@@ -586,16 +542,16 @@ _RULES: dict[str, Callable[[str, Any], Any]] = {
     "retrieval": _retrieval,
     "local": _local,
     "import_path": _optional_str,
-    "job_max_attempts": _job_attempts,
+    "job_max_attempts": _count(1, MAX_JOB_ATTEMPTS),
     "source": _optional_str,
     "approval": _names,
-    "subagents": _subagents,
+    "subagents": subagents_rule,
     "guardrails": _guardrails,
     "escalate": _escalate,
     "memory": _memory,
     "mode": _mode,
-    "max_replans": _replans,
-    "step_max_steps": _job_attempts,  # an integer of at least 1 too
+    "max_replans": _count(0, MAX_REPLANS),
+    "step_max_steps": _count(1, MAX_STEP_STEPS),
     "mcp": _mcp,
 }
 
