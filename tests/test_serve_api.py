@@ -17,6 +17,7 @@ import pytest
 
 from durable_support import *  # noqa: F403  (db_url: SQLite and PostgreSQL)
 from pi_runtime.durable import open_store
+from pi_runtime.exceptions import UserError
 from pi_runtime.server import ServeConfig, TokenTable, create_app, served_agents
 from serve_support import (
     LOOKUP_THEN_ANSWER,
@@ -495,3 +496,27 @@ def test_only_an_unreachable_store_is_answered_try_again() -> None:
         "LeaseLost": 503,
     }  # fmt: skip
     assert api_error(StoreError("refused")).code == "internal_error"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "problem"),
+    [
+        ("t.toml", "x = " + "[" * 2000 + "]" * 2000, "not valid TOML"),  # tomllib recursed
+        ("t.json", "[" * 100_000 + "]" * 100_000, "not valid JSON"),
+        ("t.toml", 'secret-token-0123456789 = "acme', "not valid TOML"),
+    ],
+)
+def test_a_bad_tokens_file_is_one_line_that_quotes_no_token(
+    tmp_path: Path, name: str, text: str, problem: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UserError) as caught:
+        TokenTable.from_file(path)
+    assert str(caught.value) == f"tokens file {path}: {problem}"
+
+
+def test_a_tokens_file_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.toml"
+    path.write_text('\ufeffacme-token-0123456789 = "acme"\n', encoding="utf-8")
+    assert TokenTable.from_file(path).entries == (("acme-token-0123456789", "acme"),)

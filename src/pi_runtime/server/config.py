@@ -49,12 +49,12 @@ class TokenTable:
         """A JSON object or a TOML table mapping each token to its tenant's name."""
         file = Path(path)
         try:
-            text = file.read_text(encoding="utf-8")
+            text = file.read_text(encoding="utf-8-sig")
         except (OSError, UnicodeDecodeError) as exc:
             raise UserError(f"tokens file {file}: cannot read it: {exc}") from None
         try:
             data = json.loads(text) if file.suffix == ".json" else tomllib.loads(text)
-        except (ValueError, tomllib.TOMLDecodeError):
+        except (ValueError, RecursionError):  # TOMLDecodeError is a ValueError
             # the parser's message would quote the line: it holds a token
             kind = "JSON" if file.suffix == ".json" else "TOML"
             raise UserError(f"tokens file {file}: not valid {kind}") from None
