@@ -232,6 +232,16 @@ def test_arguments_are_a_subset_match_with_canonical_numbers() -> None:
         ('cases = []\n[[case]]\nname = "x"\nprompt = "p"\n', "suite.toml: cases: unknown key"),
         ("", "suite.toml: case: the suite needs at least one [[case]] table"),
         ('[[case]]\nname = "x\\u001b[2J"\nprompt = 1\n', 'case "x\\u001b[2J": prompt'),
+        # hostile: past what `re` and tomllib can take (they raised, not refused)
+        (
+            "[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = 'a{99999999999}'\n",
+            'suite.toml: case "x": expect_output: not a valid regex: the repetition number',
+        ),
+        (
+            f"[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = '{'(' * 1500}a{')' * 1500}'\n",
+            'suite.toml: case "x": expect_output: not a valid regex: nested too deeply',
+        ),
+        ("x = " + "[" * 2000 + "]" * 2000 + "\n", "suite.toml: not valid TOML: nested too deeply"),
     ],
 )
 def test_a_bad_suite_exits_2_naming_file_case_and_key(
@@ -243,33 +253,7 @@ def test_a_bad_suite_exits_2_naming_file_case_and_key(
 
     assert ran.returncode == 2
     assert message in ran.stderr
-    assert "\x1b" not in ran.stderr
-
-
-@pytest.mark.parametrize(
-    ("suite", "message"),
-    [
-        (
-            "[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = 'a{99999999999}'\n",
-            'suite.toml: case "x": expect_output: not a valid regex: the repetition number',
-        ),
-        (
-            f"[[case]]\nname = 'x'\nprompt = 'p'\nexpect_output = '{'(' * 1500}a{')' * 1500}'\n",
-            'suite.toml: case "x": expect_output: not a valid regex: nested too deeply',
-        ),
-        ("x = " + "[" * 2000 + "]" * 2000 + "\n", "suite.toml: not valid TOML: nested too deeply"),
-    ],
-    ids=["regex-repeat-overflows", "regex-1500-groups-deep", "toml-2000-deep"],
-)
-def test_a_hostile_suite_exits_2_with_one_line_not_a_traceback(
-    suite_dir: Path, suite: str, message: str
-) -> None:
-    write(suite_dir, "suite.toml", 'agent = "agent.toml"\n' + suite)
-
-    ran = pi_eval(suite_dir, "suite.toml")
-
-    assert ran.returncode == 2
-    assert message in ran.stderr and "Traceback" not in ran.stderr
+    assert "\x1b" not in ran.stderr and "Traceback" not in ran.stderr
 
 
 @pytest.mark.parametrize(
