@@ -37,6 +37,7 @@ from ..tools.scope import RunScope, run_scope
 from . import transitions as t
 from .answer import AnswerReader
 from .breakers import screen
+from .call_ids import CallIds
 from .children import charged, scope_for
 from .guarding import screen_input, screen_output, unchecked_answer_withheld
 from .guards import Limits
@@ -80,6 +81,8 @@ class Driver:
     """What is left of the budget while tool calls run; child runs charge to it."""
     guardrails: Guardrails | None = None
     """Input and output checks (tool checks are the gate's)."""
+    call_ids: CallIds | None = None
+    """The conversation's call ids, read from it at the first call (see `call_ids`)."""
 
     async def run_transitions(self) -> RunState:
         """Run transitions until DONE. Every ending, including the clock's, is a state.
@@ -231,6 +234,11 @@ class Driver:
         response = await self._call_model(request, state.steps + 1, input_tokens)
         if isinstance(response, str):
             return self._apply(t.model_failed(state, response))
+        calls = response.tool_calls
+        if calls:
+            if self.call_ids is None:
+                self.call_ids = CallIds(state.messages)
+            response = self.call_ids.kept(response, calls, state.steps + 1)
         return self._apply(t.think(state, response, self._verdict(state, response)))
 
     @property
