@@ -11,7 +11,8 @@ import pytest
 from pi_runtime import Agent, Limits, UserError, tool
 from pi_runtime.loop.agentfile import read_agent_file
 from pi_runtime.loop.carry import carry
-from pi_runtime.messages import AssistantMessage, Usage, UserMessage
+from pi_runtime.messages import AssistantMessage, TextBlock, Usage, UserMessage
+from pi_runtime.models import ModelRequest, ModelResponse
 from pi_runtime.models.pricing import cost_usd
 from pi_runtime.observe import GuardTriggered
 from pi_runtime.testing import FunctionModel, ScriptedModel, function_call, text
@@ -181,3 +182,32 @@ def test_an_agent_file_sets_the_cost_budget_and_false_turns_it_off(tmp_path: Pat
     assert read_agent_file(tmp_path / "b.toml").limits == {"cost_budget": None}
     with pytest.raises(UserError, match=r"c\.toml:3: limits\.cost_budget"):
         read_agent_file(tmp_path / "c.toml")
+
+
+@pytest.mark.parametrize(
+    "reported",
+    [
+        {"input_tokens": 100, "output_tokens": 5, "cached_tokens": -7},  # priced: raised
+        {"input_tokens": "lots", "output_tokens": [1], "cached_tokens": 0},  # compared: raised
+        {"input_tokens": 1.5e300, "output_tokens": -3, "cached_tokens": 10**40},
+    ],
+)
+def test_usage_a_provider_garbles_counts_as_unreported_and_the_answer_stands(
+    reported: dict[str, object],
+) -> None:
+    # an adapter passes a provider's figures on; a bad one ended the run internal_error
+    # and dropped the answer (Usage's fields are not checked as it is built)
+    def answer(request: ModelRequest) -> ModelResponse:
+        return ModelResponse(
+            content=(TextBlock(text="pong"),), finish_reason="stop", usage=Usage(**reported)
+        )
+
+    model = FunctionModel(answer, name="openai:gpt-4o-mini")
+    result = Agent(model, trace_dir=False).run_sync("go")
+
+    assert (result.status, result.output) == ("completed", "pong"), result.error
+    usage = result.usage
+    assert usage.input_tokens > 0 and usage.output_tokens > 0  # counted by Pi instead
+    assert type(usage.input_tokens) is int and type(usage.output_tokens) is int
+    assert usage.cached_tokens == 0  # none of these is a count of cached tokens
+    assert usage.cost_usd is not None and usage.cost_usd > 0  # priced from the counts

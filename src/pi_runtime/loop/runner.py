@@ -355,14 +355,19 @@ class Driver:
         tokens is taken as unreported. `counted` says at least one figure is Pi's.
         """
         usage = answer.usage
-        input_tokens, output_tokens = usage.input_tokens, usage.output_tokens
+        reported = (usage.input_tokens, usage.output_tokens)
+        # a figure that is no count of tokens (a string, a negative, a float) is none
+        input_tokens, output_tokens = _figure(reported[0]), _figure(reported[1])
         if input_tokens <= 0:
             input_tokens = counted_input
         if output_tokens <= 0 and answer.content:
             output_tokens = self.builder.count_answer(answer)
-        counted = (input_tokens, output_tokens) != (usage.input_tokens, usage.output_tokens)
-        if counted:
-            usage = replace(usage, input_tokens=input_tokens, output_tokens=output_tokens)
+        counted = (input_tokens, output_tokens) != reported
+        cached = _figure(usage.cached_tokens)
+        if counted or cached != usage.cached_tokens:
+            usage = replace(
+                usage, input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached
+            )
         cost = cost_usd(self.model.name, usage)
         if cost != usage.cost_usd:
             usage = replace(usage, cost_usd=cost)
@@ -372,3 +377,11 @@ class Driver:
         if retry_after_s is not None:
             return max(0.0, retry_after_s)
         return backoff(attempt, base_s=self.retry_base_s, max_s=float("inf"))
+
+
+_MOST_TOKENS = 10**12
+
+
+def _figure(value: object) -> int:
+    """A usage figure as a provider reported it, if it is a count of tokens; else 0."""
+    return value if type(value) is int and 0 <= value <= _MOST_TOKENS else 0

@@ -58,12 +58,12 @@ def _price(
     prices = _table()
     if prices is None:
         return None
-    usage = prices.Usage(
-        input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cached
-    )
-    try:
+    try:  # the figures are the provider's: a count it cannot price is no price
+        usage = prices.Usage(
+            input_tokens=input_tokens, output_tokens=output_tokens, cache_read_tokens=cached
+        )
         found = prices.calc_price(usage, model_ref=model, provider_id=provider)
-    except (LookupError, ValueError):
+    except (LookupError, ValueError, TypeError):
         return None
     total = float(found.total_price)
     return total if math.isfinite(total) and total >= 0 else None
