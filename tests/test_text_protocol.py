@@ -8,6 +8,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +29,13 @@ from pi_runtime import (
 )
 from pi_runtime.messages import FinishReason, ToolErrorInfo
 from pi_runtime.models import ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
-from pi_runtime.models._text_actions import Splitter, read_action, read_text, to_blocks
+from pi_runtime.models._text_actions import (
+    Splitter,
+    read_action,
+    read_envelope,
+    read_text,
+    to_blocks,
+)
 from pi_runtime.models.text_protocol import (
     PROTOCOL_RULES,
     TextProtocolModel,
@@ -479,3 +486,14 @@ def test_a_rendered_call_reads_back_as_the_same_call(
     raw = json.dumps(arguments, ensure_ascii=False, indent=1)
     again = read_action(render_call(ToolCall(id="a", name=name, raw=raw)), call_id="a")
     assert (again.name, again.raw) == (name, raw)
+
+
+def test_a_key_given_twice_is_named_and_thousands_of_keys_are_read_in_one_pass() -> None:
+    twice = read_action('{"tool": "lookup", "arguments": {}, "tool": "x"}', call_id="a")
+    assert twice.name == "" and twice.arguments is None
+    with pytest.raises(ValueError, match='the key "tool" appears twice'):
+        read_envelope('{"tool": "lookup", "arguments": {}, "tool": "x"}')
+    # each key was counted over the whole list: 40,000 keys took 16 s on the loop
+    many = "{" + ", ".join(f'"k{i}": 0' for i in range(40_000)) + "}"
+    with pytest.raises(ValueError, match="unexpected key"):
+        read_envelope(many)

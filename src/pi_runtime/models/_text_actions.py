@@ -185,9 +185,11 @@ def read_envelope(text: str) -> tuple[str, str]:
     """
     members = _members(text)
     keys = [key for key, _, _ in members]
-    for key in keys:
-        if keys.count(key) > 1:
+    seen: set[str] = set()
+    for key in keys:  # not `keys.count`: a hostile action holds thousands of keys
+        if key in seen:
             raise ValueError(f'the key "{key}" appears twice')
+        seen.add(key)
     unknown = [k for k in keys if k not in (TOOL_KEY, TOOL_ALIAS, ARGUMENTS_KEY)]
     if unknown:
         raise ValueError(
