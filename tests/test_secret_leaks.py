@@ -140,6 +140,45 @@ def test_anthropic_errors_echoing_the_key_are_redacted(
     assert_no_secret(everything_of(result), capfd.readouterr().err)
 
 
+class _EchoBare(_Echo):
+    """Echoes the key alone, without the `Bearer` that would give its shape away."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        sent = self.headers.get("x-api-key") or self.headers.get("authorization", "")
+        body = json.dumps(
+            {"type": "error", "error": {"type": "authentication_error",
+                                        "message": f"invalid x-api-key: {sent.split()[-1]}"}}
+        ).encode()  # fmt: skip
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def test_a_key_given_in_code_not_shaped_like_one_is_redacted_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # a gateway's key passed as `api_key=`: no variable names it and it has no `sk-`
+    # shape, so a 401 echoing it reached the error, the result JSON and the trace
+    gateway = "gw-9f8e7d6c5b4a39281706LEAK"
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EchoBare)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        model = AnthropicModel("claude-sonnet-4-6", api_key=gateway, base_url=url)
+        result = run_once(model, tmp_path)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert result.stop_reason == "model_error" and "[redacted]" in (result.error or "")
+    assert_no_secret(everything_of(result), capfd.readouterr().err)
+
+
 @tool
 def leaky() -> str:
     """Fails with the API key in its message, as a careless client library might."""

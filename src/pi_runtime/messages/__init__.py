@@ -25,7 +25,7 @@ from ._model import (
     UserOrigin,
 )
 from ._records import quick_init
-from ._redact import redact, redact_url
+from ._redact import keep_secret, redact, redact_url
 from ._text import (
     check_keywords,
     check_name,
@@ -74,6 +74,7 @@ __all__ = [
     "hint_for",
     "json_line",
     "json_path",
+    "keep_secret",
     "message_from_dict",
     "message_to_dict",
     "messages_from_list",

@@ -5,7 +5,8 @@ Provider error bodies echo the key they were sent, proxies echo the URL they wer
 at, and client libraries put both into exception messages. `redact` removes
 
 - the values of secret-looking environment variables (`OPENAI_API_KEY`, `*_TOKEN`,
-  `*SECRET*`, …), read at call time;
+  `*SECRET*`, …), read at call time, and keys given in code (`keep_secret`: a model
+  given its key as an argument);
 - well-known key shapes: `sk-…` and `sk-ant-…` keys, `Bearer`/`Basic` credentials;
 - the user info and the `key`/`token`/… query values of URLs in the text (`redact_url`).
 
@@ -19,7 +20,7 @@ import os
 import re
 from collections.abc import Mapping
 
-__all__ = ["REDACTED", "redact", "redact_url", "secret_values"]
+__all__ = ["REDACTED", "keep_secret", "redact", "redact_url", "secret_values"]
 
 REDACTED = "[redacted]"
 
@@ -60,7 +61,17 @@ _SECRET_PARAMS = frozenset(
 _SECRET_PARAM_SUFFIXES = ("_key", "_token", "_secret", "_password")
 
 _cache: tuple[object, tuple[str, ...]] = (None, ())
-"""The environment's raw items when last read, and the secret values among them."""
+"""The environment's raw items and the kept keys when last read, and the secret values."""
+_kept: frozenset[str] = frozenset()
+"""Keys given in code (`keep_secret`)."""
+
+
+def keep_secret(value: str | None) -> None:
+    """Redact `value` from now on, wherever this process writes text: a key given in
+    code, which no environment variable names (a gateway's key given to a model)."""
+    global _kept
+    if value is not None and len(value.strip()) >= MIN_SECRET_LENGTH:
+        _kept = _kept | {value.strip()}  # one assignment: threads see one set or the other
 
 
 def redact(text: str) -> str:
@@ -98,25 +109,29 @@ def redact_url(url: str) -> str:
 
 
 def secret_values() -> tuple[str, ...]:
-    """The values of secret-looking environment variables now, longest first."""
+    """The values of secret-looking environment variables and kept keys now, longest
+    first."""
     global _cache
     # Comparing a tuple of the environment's raw items is a C-level check of a few
     # microseconds; decoding and matching every name on each call would not be.
     raw = getattr(os.environ, "_data", None)
-    snapshot = tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items())
+    snapshot = (
+        tuple(raw.items()) if isinstance(raw, dict) else tuple(os.environ.items()),
+        _kept,
+    )
     seen, values = _cache
     if snapshot != seen:
-        values = _secrets_of(os.environ)
+        values = _secrets_of(os.environ, snapshot[1])
         _cache = (snapshot, values)  # one assignment: threads never see half an update
     return values
 
 
-def _secrets_of(environ: Mapping[str, str]) -> tuple[str, ...]:
+def _secrets_of(environ: Mapping[str, str], kept: frozenset[str]) -> tuple[str, ...]:
     found = {
         value.strip()
         for name, value in environ.items()
         if _SECRET_NAME.search(name) and len(value.strip()) >= MIN_SECRET_LENGTH
-    }
+    } | kept
     return tuple(sorted(found, key=len, reverse=True))
 
 

@@ -28,6 +28,7 @@ from ..messages import (
     ThinkingBlock,
     ToolCall,
     Usage,
+    keep_secret,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
 from ._client import LoopBoundClient
@@ -100,6 +101,7 @@ class AnthropicModel:
         self.max_tokens = max_tokens or (budget + DEFAULT_MAX_TOKENS)
         self.cache = cache
         self._sdk = sdk
+        keep_secret(key)  # a gateway's key given here: no variable names it to redact
         self._options = {"api_key": key, "base_url": base_url, "timeout": timeout_s}
         # a given http client is the caller's to keep on one loop; else the adapter's own
         # client lives as long as the model, re-made on a new event loop

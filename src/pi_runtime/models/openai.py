@@ -12,7 +12,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..exceptions import ModelError, UserError
-from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, redact
+from ..messages import (
+    Block,
+    FinishReason,
+    TextBlock,
+    ThinkingBlock,
+    ToolCall,
+    Usage,
+    keep_secret,
+    redact,
+)
 from ._client import LoopBoundClient
 from ._deltas import parse_arguments
 from ._openai_request import chat_params
@@ -72,6 +81,8 @@ class OpenAIModel:
             else redact(f"{vendor.name}:{model}@{vendor.base_url}")
         )
         self._given = client
+        if client is not None:  # its key, wherever it came from, is redacted from now on
+            keep_secret(getattr(client, "api_key", None))
         self._timeout_s = timeout_s
         # the adapter's own client lives as long as the model, re-made on a new event loop
         self._own: LoopBoundClient[AsyncOpenAI] = LoopBoundClient(self._new_client)
