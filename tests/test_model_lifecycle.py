@@ -9,13 +9,14 @@ import asyncio
 import inspect
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from pi_runtime import Agent
+from pi_runtime import Agent, Limits
 from pi_runtime.models import Model
 from pi_runtime.models.anthropic import AnthropicModel
 from pi_runtime.models.openai import OpenAIModel
@@ -188,3 +189,65 @@ def test_a_model_used_on_a_new_loop_without_closing_makes_a_new_client(
 
     assert (first.status, second.status) == ("completed", "completed"), (first.error, second.error)
     assert len(set(server.ports)) == 2
+
+
+class _Drip(BaseHTTPRequestHandler):
+    """Starts an answer, then sends only keep-alives (an SSE comment, an Anthropic ping)
+    every 0.2 s: each read succeeds, so the SDK's read timeout never fires."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        openai = "chat/completions" in self.path
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        first = _chunk({"role": "assistant", "content": "x"}, None) if openai else (
+            b"event: message_start\ndata: " + json.dumps({"type": "message_start", "message": {
+                "id": "m1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                "content": [], "stop_reason": None, "usage": {"input_tokens": 3,
+                "output_tokens": 0}}}).encode() + b"\n\n"
+        )  # fmt: skip
+        alive = b": keep-alive\n\n" if openai else b'event: ping\ndata: {"type": "ping"}\n\n'
+        try:
+            self._send(first)
+            for _ in range(300):  # a minute at most, should the client never leave
+                time.sleep(0.2)
+                self._send(alive)
+        except OSError:  # the client gave up: what the test waits for
+            return
+
+    def _send(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%b\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@pytest.mark.parametrize("adapter", [AnthropicModel, OpenAIModel], ids=["anthropic", "openai"])
+def test_timeout_s_bounds_the_whole_request_not_each_read(adapter: type) -> None:
+    # a server that keeps the stream alive without answering held the run for ever
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _Drip)
+    thread = threading.Thread(target=http.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{http.server_address[1]}"
+    if adapter is AnthropicModel:
+        model: Model = AnthropicModel("claude-sonnet-4-6", api_key="sk-test", base_url=url,
+                                      timeout_s=1.0)  # fmt: skip
+    else:
+        model = OpenAIModel("m", vendor=custom_server(url + "/v1"), timeout_s=1.0)
+    try:
+        limits = Limits(wall_clock_s=None, model_retries=0)
+        began = time.monotonic()
+        result = Agent(model, trace_dir=False, limits=limits).run_sync("hi")
+        took = time.monotonic() - began
+    finally:
+        http.shutdown()
+        http.server_close()
+
+    assert (result.status, result.stop_reason) == ("failed", "model_error")
+    assert "did not answer in time" in (result.error or "")
+    assert took < 30  # the stream drips for a minute: ended by the request's own limit

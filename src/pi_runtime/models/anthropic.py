@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import json
 import os
@@ -31,7 +32,7 @@ from ..messages import (
     keep_secret,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
-from ._client import LoopBoundClient
+from ._client import LoopBoundClient, request_deadline
 from ._deltas import parse_arguments
 from ._repair import repairs_text
 from .base import (
@@ -64,7 +65,7 @@ class AnthropicModel:
         thinking: a token budget (>= 1024) for extended thinking, `"adaptive"`, or None.
         max_tokens: output limit when the request's settings give none.
         cache: place prompt-cache breakpoints (tools, system, newest message).
-        timeout_s: per-request timeout.
+        timeout_s: how long one request may take, its whole answer streamed.
         http_client: an `httpx2.AsyncClient` for the SDK (tests pass a mock transport).
     """
 
@@ -102,6 +103,7 @@ class AnthropicModel:
         self.cache = cache
         self._sdk = sdk
         keep_secret(key)  # a gateway's key given here: no variable names it to redact
+        self._timeout_s = timeout_s
         self._options = {"api_key": key, "base_url": base_url, "timeout": timeout_s}
         # a given http client is the caller's to keep on one loop; else the adapter's own
         # client lives as long as the model, re-made on a new event loop
@@ -125,12 +127,21 @@ class AnthropicModel:
         )
         state = _StreamState()
         client = self._given or await self._own.get()
+        # the SDK's timeout bounds each read: a server dripping pings never ends
+        deadline = request_deadline(self._timeout_s)
         try:
             # sampling settings newer SDKs no longer list still reach the API, which decides
             extra = {key: body.pop(key) for key in _EXTRA_BODY if key in body}
-            stream = await client.messages.create(**body, stream=True, extra_body=extra)
+            async with asyncio.timeout_at(deadline):
+                stream = await client.messages.create(**body, stream=True, extra_body=extra)
             async with stream:
-                async for event in stream:
+                events = aiter(stream)
+                while True:
+                    try:
+                        async with asyncio.timeout_at(deadline):  # between yields only
+                            event = await anext(events)
+                    except StopAsyncIteration:
+                        break
                     for out in state.feed(event.to_dict(mode="json")):
                         yield out
         except Exception as exc:

@@ -6,6 +6,7 @@ differs between them is a `Vendor` entry (`providers.py`).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from ..messages import (
     keep_secret,
     redact,
 )
-from ._client import LoopBoundClient
+from ._client import LoopBoundClient, request_deadline
 from ._deltas import parse_arguments
 from ._openai_request import chat_params
 from ._repair import repairs_text
@@ -57,7 +58,8 @@ class OpenAIModel:
         vendor: where and how to reach it (see `providers.VENDORS`, `custom_server`).
         client: an `AsyncOpenAI` to use instead of the adapter's own (custom transports,
             proxies); the caller keeps it on one event loop.
-        timeout_s: per-request timeout; the run's wall clock still bounds the whole call.
+        timeout_s: how long one request may take, its whole answer streamed; the run's
+            wall clock still bounds the whole run.
     """
 
     def __init__(
@@ -117,15 +119,19 @@ class OpenAIModel:
     ) -> AsyncIterator[StreamEvent]:
         params = chat_params(request, model=self.model, vendor=self.vendor)
         accumulator = StreamAccumulator(turn=request.step, vendor=self.vendor.name)
+        # the SDK's timeout bounds each read: a server dripping keep-alives never ends
+        deadline = request_deadline(self._timeout_s)
         try:
-            chunks = await client.chat.completions.create(**params)
+            async with asyncio.timeout_at(deadline):
+                chunks = await client.chat.completions.create(**params)
         except Exception as exc:  # everything the SDK raises is a failed provider call
             raise classify_provider_error(exc, provider=self.vendor.display) from exc
         try:
             iterator = aiter(chunks)
             while True:
                 try:
-                    chunk = await anext(iterator)
+                    async with asyncio.timeout_at(deadline):  # between yields, not across
+                        chunk = await anext(iterator)
                 except StopAsyncIteration:
                     break
                 except Exception as exc:
