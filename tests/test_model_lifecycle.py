@@ -6,6 +6,7 @@ on 127.0.0.1 that records which connection each request came on and when one clo
 from __future__ import annotations
 
 import asyncio
+import gzip
 import inspect
 import json
 import threading
@@ -251,3 +252,61 @@ def test_timeout_s_bounds_the_whole_request_not_each_read(adapter: type) -> None
     assert (result.status, result.stop_reason) == ("failed", "model_error")
     assert "did not answer in time" in (result.error or "")
     assert took < 30  # the stream drips for a minute: ended by the request's own limit
+
+
+class _Flood(BaseHTTPRequestHandler):
+    """An answer of 5 MiB of text (of arguments, for Anthropic's a tool call), gzipped
+    as a hostile server sends it: 20 kB on the wire."""
+
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        piece = "a" * 65_536
+        if "chat/completions" in self.path:
+            body = b"".join(_chunk({"content": piece}, None) for _ in range(80))
+        else:
+            start = {"type": "message_start", "message": {
+                "id": "m1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-6",
+                "content": [], "stop_reason": None, "usage": {"input_tokens": 3,
+                "output_tokens": 0}}}  # fmt: skip
+            block = {"type": "content_block_start", "index": 0, "content_block": {
+                "type": "tool_use", "id": "t1", "name": "x", "input": {}}}  # fmt: skip
+            delta = {"type": "content_block_delta", "index": 0,
+                     "delta": {"type": "input_json_delta", "partial_json": piece}}  # fmt: skip
+            events = [("message_start", start), ("content_block_start", block)]
+            events += [("content_block_delta", delta)] * 80
+            body = b"".join(
+                f"event: {name}\ndata: {json.dumps(data)}\n\n".encode() for name, data in events
+            )
+        packed = gzip.compress(body)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-encoding", "gzip")
+        self.send_header("content-length", str(len(packed)))
+        self.end_headers()
+        self.wfile.write(packed)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return None
+
+
+@ADAPTERS
+def test_an_answer_past_four_mebibytes_is_refused_as_it_streams(
+    make: Callable[[str], Model],
+) -> None:
+    # a small compressed response unpacked to gigabytes in memory, and its text went on
+    # to the trace and the next request
+    http = ThreadingHTTPServer(("127.0.0.1", 0), _Flood)
+    thread = threading.Thread(target=http.serve_forever, args=(0.01,), daemon=True)
+    thread.start()
+    try:
+        model = make(f"http://127.0.0.1:{http.server_address[1]}")
+        result = Agent(model, trace_dir=False, limits=Limits(model_retries=0)).run_sync("hi")
+    finally:
+        http.shutdown()
+        http.server_close()
+
+    assert (result.status, result.stop_reason) == ("failed", "model_error")
+    assert "answer passed 4,194,304 characters" in (result.error or "")
+    assert not any(m.role == "assistant" for m in result.messages)

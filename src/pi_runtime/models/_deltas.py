@@ -9,8 +9,35 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
+from ..exceptions import ModelError
 from ..messages import TextBlock, ThinkingBlock, ToolCall, parse_object
 from .base import ModelResponse, ResponseDone, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
+
+MAX_ANSWER_CHARS = 4 * 1024 * 1024
+"""Characters of text, thinking and arguments one answer may stream: past any output
+limit a model has, so more is a server gone wrong, or a small compressed response that
+unpacks to gigabytes. The adapters refuse it as it streams, before it fills memory."""
+
+
+class AnswerSize:
+    """Counts what an answer streamed so far, and refuses it past `MAX_ANSWER_CHARS`."""
+
+    __slots__ = ("chars", "provider")
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.chars = 0
+
+    def add(self, piece: str) -> str:
+        """`piece`, counted (ModelError once the answer passes the limit)."""
+        self.chars += len(piece)
+        if self.chars > MAX_ANSWER_CHARS:
+            raise ModelError(
+                f"{self.provider}'s answer passed {MAX_ANSWER_CHARS:,} characters: refused",
+                transient=False,
+            )
+        return piece
+
 
 _REPLAYS: set[object] = set()
 """`stream` functions that only replay, as deltas, what their model's `complete` returns."""

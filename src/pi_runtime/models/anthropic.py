@@ -33,7 +33,7 @@ from ..messages import (
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
 from ._client import LoopBoundClient, request_deadline
-from ._deltas import parse_arguments
+from ._deltas import AnswerSize, parse_arguments
 from ._repair import repairs_text
 from .base import (
     ModelRequest,
@@ -172,6 +172,10 @@ class _StreamState:
         self.partial_json: dict[int, list[str]] = {}
         self.call_index: dict[int, int] = {}
         self.stopped = False
+        # text and thinking arrive in small deltas: joined once at the end, since adding
+        # each to the block's string copies all before it (quadratic on a long answer)
+        self.pieces: dict[tuple[int, str], list[str]] = {}
+        self.size = AnswerSize(PROVIDER)
 
     def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
         kind = event.get("type")
@@ -200,25 +204,31 @@ class _StreamState:
         return []
 
     def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
-        block, kind = self.blocks[index], delta.get("type")
+        kind = delta.get("type")
         if kind == "text_delta":
-            block["text"] = block.get("text", "") + delta["text"]
+            self._piece(index, "text", delta["text"])
             return [TextDelta(text=delta["text"])]
         if kind == "thinking_delta":
-            block["thinking"] = block.get("thinking", "") + delta["thinking"]
+            self._piece(index, "thinking", delta["thinking"])
             return [ThinkingDelta(text=delta["thinking"])]
         if kind == "signature_delta":
-            block["signature"] = block.get("signature", "") + delta["signature"]
+            self._piece(index, "signature", delta["signature"])
         elif kind == "input_json_delta" and delta.get("partial_json"):
-            self.partial_json[index].append(delta["partial_json"])
+            self.partial_json[index].append(self.size.add(delta["partial_json"]))
             return [
                 ToolCallDelta(index=self.call_index[index], arguments_delta=delta["partial_json"])
             ]
         return []  # citations and deltas of newer block types stay in the raw payload only
 
+    def _piece(self, index: int, key: str, piece: str) -> None:
+        self.pieces.setdefault((index, key), []).append(self.size.add(piece))
+
     def response(self, requested_model: str) -> ModelResponse:
         if not self.stopped:
             raise ModelError("anthropic's stream ended before message_stop", transient=True)
+        for (index, key), pieces in self.pieces.items():
+            block = self.blocks[index]
+            block[key] = block.get(key, "") + "".join(pieces)
         stop = self.message.get("stop_reason")
         truncated = stop in _LENGTH_STOPS
         has_calls = bool(self.call_index)

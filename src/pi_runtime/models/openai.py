@@ -24,7 +24,7 @@ from ..messages import (
     redact,
 )
 from ._client import LoopBoundClient, request_deadline
-from ._deltas import parse_arguments
+from ._deltas import AnswerSize, parse_arguments
 from ._openai_request import chat_params
 from ._repair import repairs_text
 from .base import (
@@ -189,6 +189,7 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
         self.delta_chunks = 0
+        self.size = AnswerSize(vendor)
 
     def add(self, chunk: ChatCompletionChunk) -> list[StreamEvent]:
         """The deltas one chunk carries (the usage-only last chunk carries none)."""
@@ -209,10 +210,10 @@ class StreamAccumulator:
                 delta, "reasoning", None
             )
             if isinstance(reasoning, str) and reasoning:
-                self.reasoning.append(reasoning)
+                self.reasoning.append(self.size.add(reasoning))
                 events.append(ThinkingDelta(text=reasoning))
             if delta.content:
-                self.text.append(delta.content)
+                self.text.append(self.size.add(delta.content))
                 events.append(TextDelta(text=delta.content))
             for piece in delta.tool_calls or ():
                 index = getattr(piece, "index", None)
@@ -239,7 +240,7 @@ class StreamAccumulator:
         elif name and name != call.name:
             call.name += name
         if arguments:
-            call.arguments.append(arguments)
+            call.arguments.append(self.size.add(arguments))
             events.append(ToolCallDelta(index=index, arguments_delta=arguments))
         return events
 
