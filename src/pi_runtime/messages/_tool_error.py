@@ -119,9 +119,35 @@ def hint_for(kind: str) -> str:
         return TOOL_ERROR_HINTS[K.TOOL_ERROR]
 
 
+MAX_MESSAGE_BYTES = 8_000
+MAX_HINT_BYTES = 2_000
+"""An error's words are cut to these (UTF-8) sizes: the model reads them in every later
+request, so an error is held to the kind of bound a result is (`max_result_bytes`)."""
+
+CUT_MARKER = "…[cut: the first {shown} of {total} bytes]"
+
+
 def tool_error_info(kind: str, message: str, hint: str | None = None) -> ToolErrorInfo:
-    """`{kind, message, hint}`; no hint (or an empty one) means the kind's registered one."""
-    return ToolErrorInfo(kind=str(kind), message=message, hint=hint or hint_for(kind))
+    """`{kind, message, hint}`; no hint (or an empty one) means the kind's registered one.
+    A message or hint past its bound is cut, and says so."""
+    return ToolErrorInfo(
+        kind=str(kind),
+        message=_clip(message, MAX_MESSAGE_BYTES),
+        hint=_clip(hint, MAX_HINT_BYTES) if hint else hint_for(kind),
+    )
+
+
+def _clip(text: str, max_bytes: int) -> str:
+    """`text` cut to `max_bytes` of UTF-8 with a marker saying how much it had."""
+    if len(text) * 4 <= max_bytes:
+        return text  # even at four bytes a character it fits: no need to encode it
+    data = text.encode(errors="surrogatepass")  # repairing lone surrogates is not ours
+    total = len(data)
+    if total <= max_bytes:
+        return text
+    room = len(CUT_MARKER.format(shown=total, total=total).encode())
+    head = data[: max(0, max_bytes - room)].decode(errors="ignore")  # no split character
+    return head + CUT_MARKER.format(shown=len(head.encode()), total=total)
 
 
 def error_info_of(error: Mapping[str, Any] | None) -> ToolErrorInfo:

@@ -30,17 +30,17 @@ def classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
     """The class of a tool's exception and what the model should read about it.
 
     The words come from the tool: lone surrogates in them are repaired and secrets
-    redacted here.
+    redacted here, before `tool_error_info` cuts them (a secret cut in two would not be
+    recognised).
     """
-    cls, info = _classify(exc)
-    kind = repair_text(info.kind)
-    message, hint = redact(repair_text(info.message)), redact(repair_text(info.hint))
-    if kind is info.kind and message is info.message and hint is info.hint:
-        return cls, info
-    return cls, ToolErrorInfo(kind=kind, message=message, hint=hint)
+    cls, kind, message, hint = _classify(exc)
+    if hint:
+        hint = redact(repair_text(hint))
+    return cls, tool_error_info(repair_text(kind), redact(repair_text(message)), hint)
 
 
-def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
+def _classify(exc: BaseException) -> tuple[ErrorClass, str, str, str | None]:
+    """(class, kind, message, hint: None for the kind's registered one)."""
     if isinstance(exc, ToolFailure):
         cls: ErrorClass
         if isinstance(exc, SecurityViolation):
@@ -51,20 +51,35 @@ def _classify(exc: BaseException) -> tuple[ErrorClass, ToolErrorInfo]:
             cls = "transient"
         else:
             cls = "semantic"
-        return cls, tool_error_info(exc.kind, exc.message, exc.hint)
-    message = str(exc) or type(exc).__name__
+        return cls, exc.kind, exc.message, exc.hint
+    message = _text(exc)
     if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-        return "transient", tool_error_info(K.TIMEOUT, message)
+        return "transient", K.TIMEOUT, message, None
     if isinstance(exc, ConnectionError):
-        return "transient", tool_error_info(K.TRANSIENT, message)
+        return "transient", K.TRANSIENT, message, None
     if isinstance(exc, PermissionError):
-        return "semantic", tool_error_info(K.PERMISSION_DENIED, message)
+        return "semantic", K.PERMISSION_DENIED, message, None
     if isinstance(exc, LookupError | FileNotFoundError):
         if isinstance(exc, KeyError) and exc.args:
-            message = f"not found: {exc.args[0]!r}"
-        return "semantic", tool_error_info(K.NOT_FOUND, message)
+            message = f"not found: {_quoted(exc.args[0])}"
+        return "semantic", K.NOT_FOUND, message, None
     if isinstance(exc, ValueError | TypeError):
-        return "semantic", tool_error_info(K.INVALID_ARGUMENTS, message)
+        return "semantic", K.INVALID_ARGUMENTS, message, None
     if isinstance(exc, MemoryError):
-        return "unrecoverable", tool_error_info(K.UNRECOVERABLE, "out of memory")
-    return "semantic", tool_error_info(K.TOOL_ERROR, f"{type(exc).__name__}: {message}")
+        return "unrecoverable", K.UNRECOVERABLE, "out of memory", None
+    return "semantic", K.TOOL_ERROR, f"{type(exc).__name__}: {message}", None
+
+
+def _text(exc: BaseException) -> str:
+    """`str(exc)`, or the name of its type when that is empty or raises (the tool's code)."""
+    try:
+        return str(exc) or type(exc).__name__
+    except Exception:
+        return type(exc).__name__
+
+
+def _quoted(key: object) -> str:
+    try:
+        return repr(key)
+    except Exception:
+        return f"a {type(key).__name__}"

@@ -2,7 +2,8 @@
 
 `execute` injects the runtime parameters (idempotency key, session id), runs the tool
 under its timeout, classifies what it raised and retries transient failures with
-`backoff`. A sync tool runs in a daemon thread of its own, so a stuck one neither stalls
+`backoff` (never a timed-out call of a tool that is not idempotent: it may have taken
+effect). A sync tool runs in a daemon thread of its own, so a stuck one neither stalls
 the event loop nor holds a process that must exit.
 """
 
@@ -15,12 +16,19 @@ import hashlib
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ..messages import ToolErrorInfo, quick_init, repair_text
+from ..messages import (
+    ToolErrorInfo,
+    ToolErrorKind,
+    hint_for,
+    quick_init,
+    repair_text,
+    tool_error_info,
+)
 from ._eager import start
 from .classify import ErrorClass, classify
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
@@ -88,8 +96,9 @@ async def execute(
 
     Args:
         key, session_id: injected when the tool declares those parameters.
-        convert: applied to the value inside the attempt: a value that cannot be
-            converted is the tool's failure (classified like one it raised).
+        convert: applied to the value inside the attempt (a sync tool's in its thread,
+            under its timeout): a value that cannot be converted is the tool's failure
+            (classified like one it raised).
         scope: entered around each attempt (a job's checkpoint scope).
         passthrough: exceptions that are not the tool's to report; they propagate.
     """
@@ -106,18 +115,26 @@ async def execute(
         started = time.perf_counter()
         try:
             if scope is None:
-                value = await _invoke(spec, kwargs)
+                value = await _invoke(spec, kwargs, convert)
             else:
                 with scope():
-                    value = await _invoke(spec, kwargs)
-            if convert is not None:
-                value = convert(value)
+                    value = await _invoke(spec, kwargs, convert)
         except passthrough:
             raise
-        except Exception as exc:
+        except (Exception, SystemExit, GeneratorExit) as exc:
+            # an async tool's sys.exit() or stray GeneratorExit (a sync tool's: see
+            # `_deliverable`) is its failure: out of here either would end the run or the
+            # worker. A KeyboardInterrupt or a cancellation is not the tool's: it propagates
             elapsed = (time.perf_counter() - started) * 1000
             cls, info = classify(exc)
             retry = cls == "transient" and number <= spec.retries
+            if isinstance(exc, _Deadline) and not spec.idempotent:
+                # cut off mid-call it may have taken effect (a sync tool still runs): another
+                # attempt could do its side effect twice, and the model must check first
+                retry = False
+                info = tool_error_info(
+                    info.kind, info.message, hint_for(ToolErrorKind.MISSING_RESULT)
+                )
             delay = (
                 backoff(number, base_s=retry_base_s, max_s=retry_max_s, rng=rng) if retry else 0.0
             )
@@ -143,8 +160,24 @@ class _Deadline(TimeoutError):
     """The runtime's own timeout, told apart from a `TimeoutError` the tool raised."""
 
 
-async def _invoke(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
-    work = spec.function(**kwargs) if spec.is_async else in_daemon_thread(spec.function, **kwargs)
+async def _invoke(
+    spec: ToolSpec, kwargs: dict[str, Any], convert: Callable[[Any], Any] | None
+) -> Any:
+    if spec.is_async:
+        value = await _timed(spec, spec.function(**kwargs))
+        return value if convert is None else convert(value)
+    if convert is None:
+        return await _timed(spec, in_daemon_thread(spec.function, **kwargs))
+
+    def converted() -> Any:
+        return convert(spec.function(**kwargs))
+
+    # converted in the tool's thread, under its deadline: a value slow or endless to
+    # convert takes the tool's time, not the event loop's
+    return await _timed(spec, in_daemon_thread(converted))
+
+
+async def _timed(spec: ToolSpec, work: Coroutine[Any, Any, Any]) -> Any:
     if spec.timeout_s is None:
         return await work
     # awaited in the caller's task, not a task of its own: no task and no extra loop
@@ -187,7 +220,7 @@ async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
         try:
             value = context.run(function, **kwargs)
         except BaseException as exc:  # delivered to the awaiting task, whatever it is
-            outcome: tuple[Any, BaseException | None] = (None, exc)
+            outcome: tuple[Any, BaseException | None] = (None, _deliverable(exc))
         else:
             outcome = (value, None)
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting
@@ -195,3 +228,19 @@ async def in_daemon_thread(function: Callable[..., T], /, **kwargs: Any) -> T:
 
     threading.Thread(target=target, name="pi-tool", daemon=True).start()
     return await future
+
+
+_UNDELIVERABLE = (StopIteration, StopAsyncIteration, GeneratorExit, KeyboardInterrupt)
+
+
+def _deliverable(exc: BaseException) -> BaseException:
+    """`exc` as the awaiting task may receive it. A future refuses StopIteration (it would
+    never resolve), StopAsyncIteration would end an `async for` around the await, a
+    GeneratorExit thrown into a task closes its coroutines instead of reaching the await,
+    and a KeyboardInterrupt raised in this thread is no Ctrl-C (only the main thread gets
+    those): each is the function's failure, a RuntimeError naming it."""
+    if not isinstance(exc, _UNDELIVERABLE):
+        return exc
+    error = RuntimeError(f"the tool raised {type(exc).__name__}")
+    error.__cause__ = exc
+    return error

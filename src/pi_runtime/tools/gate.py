@@ -34,7 +34,7 @@ from .approval import PendingApproval
 from .arguments import ArgumentSchema, BadArguments, GoodArguments, check_arguments
 from .classify import ErrorClass
 from .execute import Attempt, call_key, execute
-from .result_text import encode_result, truncate_result
+from .result_text import encode_tool_result, truncate_result
 from .scope import calling
 from .spec import ToolSpec
 
@@ -197,7 +197,7 @@ class Gate:
                 kwargs,
                 key=key,
                 session_id=self.session_id,
-                convert=encode_result,  # a result that cannot be encoded is the tool's failure
+                convert=encode_tool_result,  # a result that cannot be encoded: the tool's failure
                 retry_base_s=self.retry_base_s,
                 retry_max_s=self.retry_max_s,
                 rng=self._rng,

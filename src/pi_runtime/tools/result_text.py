@@ -9,12 +9,13 @@ the model should learn that a value was undefined or unbounded, not that it was 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sized
 from typing import Any, Literal
 
 import pydantic_core
 from pydantic import BaseModel
 
+from ..exceptions import ToolError
 from ..messages import repair_text, repair_value
 from ..qrp1 import QRPEncodeError, encode
 
@@ -24,12 +25,32 @@ RESULT_FORMATS: tuple[ResultFormat, ...] = ("qrp1", "json")
 TRUNCATION_MARKER = "\n…[truncated: showing the first {shown} of {total} bytes]"
 
 
+def encode_tool_result(value: Any) -> str:
+    """`encode_result` of what a tool returned; a value it cannot encode is the tool's
+    failure (a `ToolError` saying so), not the model's arguments'."""
+    try:
+        return encode_result(value)
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise ToolError(f"the tool's result could not be encoded: {_why(exc)}") from None
+
+
 def encode_result(value: Any) -> str:
-    """A tool's return value as text: strings as they are, anything else as compact JSON."""
+    """A tool's return value as text: strings as they are, anything else as compact JSON.
+
+    An iterator that is not a sized collection (a generator, `itertools.count()`) is
+    refused (TypeError) before anything consumes it: it may never end.
+    """
     if isinstance(value, str):
         return repair_text(value)
-    if type(value) is int:
+    if type(value) is int and value.bit_length() <= 64:
         return str(value)  # what JSON spells, without three conversions
+    if isinstance(value, Iterator) and not isinstance(value, Sized):
+        raise TypeError(
+            f"a {type(value).__name__} is an iterator that may never end; "
+            "return a list or another collection"
+        )
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")  # the model's own aliases and serialisers
     try:
@@ -41,6 +62,14 @@ def encode_result(value: Any) -> str:
         plain = pydantic_core.to_jsonable_python(repair_value(value), fallback=str)
     # plain data is acyclic; its strings include what models, dataclasses and `str()` made
     return pydantic_core.to_json(repair_value(plain), inf_nan_mode="strings").decode()
+
+
+def _why(exc: Exception) -> str:
+    try:
+        text = str(exc)
+    except Exception:  # a `__str__` of the result's own raised it
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def truncate_result(text: str, max_bytes: int) -> tuple[str, int, bool]:
