@@ -3,23 +3,27 @@ with its outbox event in one transaction (by `complete_job` / `fail_job`).
 
 The tool runs through the same `pi_runtime.tools.execute` as an inline call (idempotency
 key, timeout, transient failures retried with backoff, errors classified), with a
-`checkpoint()` of its own around each attempt.
+`checkpoint()` of its own around each attempt, and its value is encoded inside the
+attempt as an inline result is. Whatever the job does (arguments its validators refuse
+with any exception, a value no encoder takes, `sys.exit()`), it ends once, as a tool
+error: a job left running would be run again by each worker that took it over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import asdict
 from typing import Any, Literal
 
-import pydantic_core
 from pydantic import ValidationError
 
-from ..exceptions import UserError
-from ..messages import ToolErrorInfo, ToolErrorKind, redact, tool_error_info
-from ..tools import Execution, ToolSpec, call_key, execute
+from ..exceptions import ToolError, UserError
+from ..messages import ToolErrorInfo, ToolErrorKind, redact, repair_text, tool_error_info
+from ..tools import Execution, ToolSpec, call_key, encode_result, execute
+from ..tools.arguments import MAX_LINE_CHARS, MAX_REPORTED_ERRORS, describe_pydantic_error
 from ._lease import Heartbeat
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
@@ -76,23 +80,25 @@ async def execute_job(
         return await _fail(finish, info)
     try:
         kwargs = spec.validate_python(job.arguments)
-    except ValidationError as exc:
-        info = tool_error_info(ToolErrorKind.INVALID_ARGUMENTS, redact(str(exc)))
-        return await _fail(finish, info)
+    except Exception as exc:  # a validator of the tool's own may raise anything
+        return await _fail(finish, _rejected(exc))
     progress = JobCheckpoint(
         store, job.id, owner, state=job.checkpoint, attempt=job.attempts, lease_s=lease_s
     )
     if progress.resumed:
         log.info("job %s attempt %d resumes from its checkpoint", job.id, job.attempts)
     task = asyncio.create_task(
-        execute(
-            spec,
-            kwargs,
-            key=_key(job, spec),
-            session_id=job.session_id,
-            scope=lambda: checkpoint_scope(progress),
-            passthrough=(StoreError,),  # a checkpoint could not be saved: not the tool's
-            retry_base_s=retry_base_s,
+        _contained(
+            execute(
+                spec,
+                kwargs,
+                key=_key(job, spec),
+                session_id=job.session_id,
+                convert=_job_result,  # a result that cannot be stored is the tool's failure
+                scope=lambda: checkpoint_scope(progress),
+                passthrough=(StoreError,),  # a checkpoint could not be saved: not the tool's
+                retry_base_s=retry_base_s,
+            )
         )
     )
 
@@ -110,7 +116,7 @@ async def execute_job(
             log.warning("job %s: attempt abandoned: %s", job.id, exc)
             return "lost"
     if done.error is None:
-        return await _complete(finish, spec, done.value)
+        return await _complete(finish, spec, done.value)  # encoded by convert
     if done.error.kind == ToolErrorKind.TIMEOUT and not job.retry_safe:
         # cut off mid-call: whether its side effect happened cannot be confirmed
         unknown = ToolErrorInfo(
@@ -126,14 +132,66 @@ def _key(job: JobRecord, spec: ToolSpec) -> str | None:
     return call_key(spec, "job", job.id)
 
 
-async def _complete(finish: Finish, spec: ToolSpec, value: Any) -> JobOutcome:
-    result = pydantic_core.to_jsonable_python(value, fallback=str)
+def _rejected(exc: Exception) -> ToolErrorInfo:
+    """Why a job's arguments were refused, in one line worded as the gate words it."""
+    if isinstance(exc, ValidationError):
+        reasons = [describe_pydantic_error(error) for error in exc.errors()]
+        if len(reasons) > MAX_REPORTED_ERRORS:
+            reasons[MAX_REPORTED_ERRORS:] = [f"… and {len(reasons) - MAX_REPORTED_ERRORS} more"]
+        why = "; ".join(reasons)
+    else:
+        why = _described(exc)
+    message = _one_line(f"Arguments were rejected: {why}")
+    return tool_error_info(ToolErrorKind.INVALID_ARGUMENTS, message)
+
+
+def _job_result(value: Any) -> Any:
+    """`value` as the plain JSON a job stores, encoded as an inline result is (lone
+    surrogates repaired, NaN and infinities as strings) so it reads the same delivered.
+
+    A value that cannot be encoded (a cycle, too deep, a `__str__` that raises) is a
+    `ToolError`: the attempt's final failure, which no retry runs the tool again for.
+    """
+    try:
+        text = encode_result(value)
+        return text if isinstance(value, str) else json.loads(text)
+    except Exception as exc:
+        raise ToolError(_one_line(f"the result cannot be stored: {_described(exc)}")) from None
+
+
+async def _contained(execution: Coroutine[Any, Any, Execution]) -> Execution:
+    """`execution`, with a tool's SystemExit or GeneratorExit as its failure. Out of its
+    task, either would end the worker (or its slot) and leave the job running, for every
+    worker that took it over to run and die again."""
+    try:
+        return await execution
+    except (SystemExit, GeneratorExit) as exc:
+        message = f"the tool raised {type(exc).__name__}; a tool must return or raise an Exception"
+        info = tool_error_info(ToolErrorKind.TOOL_ERROR, message)
+        return Execution(error=info, error_class="semantic")
+
+
+def _described(exc: BaseException) -> str:
+    """`Type: message` of an exception from user code, whose `__str__` may raise too."""
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _one_line(text: str) -> str:
+    line = redact(repair_text(" ".join(text.split())))
+    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
+
+
+async def _complete(finish: Finish, spec: ToolSpec, result: Any) -> JobOutcome:
     ending = JobEnding(status="succeeded", result=result, max_result_bytes=spec.max_result_bytes)
     try:
         await asyncio.to_thread(finish, ending)
     except LeaseLost:
         return "lost"
-    except UserError as exc:  # not plain JSON (NaN, infinity)
+    except UserError as exc:  # the store refuses it (a cap or a value it cannot write)
         message = redact(f"the result cannot be stored: {exc}")
         return await _fail(finish, tool_error_info(ToolErrorKind.TOOL_ERROR, message))
     return "succeeded"
