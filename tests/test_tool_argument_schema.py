@@ -73,3 +73,24 @@ def test_schemas_listed_afresh_each_run_do_not_pile_up() -> None:
     for i in range(arguments._MAX_BUILT + 10):
         ArgumentSchema.of({"type": "object", "properties": {f"p{i}": {"type": "integer"}}})
     assert len(arguments._BUILT) <= arguments._MAX_BUILT
+
+
+def test_a_pattern_is_checked_in_linear_time_with_json_schemas_meaning() -> None:
+    # `re` backtracks: `^(a+)+$` against 28 `a`s and a `!` held the loop for 8.6 s, and
+    # each further `a` doubles it; these 5,000 would never end
+    checker = ArgumentSchema.of(
+        {"type": "object", "properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}}
+    )
+    errors = list(checker.validator.iter_errors({"s": "a" * 5000 + "!"}))
+    assert [(e.validator, e.message.endswith("does not match '^(a+)+$'")) for e in errors] == [
+        ("pattern", True)
+    ]
+    assert checker.validator.is_valid({"s": "a" * 5000})
+    # a match anywhere, as JSON Schema means it (not `re.match`)
+    anywhere = ArgumentSchema.of({"properties": {"s": {"pattern": "b"}}})
+    assert anywhere.validator.is_valid({"s": "abc"})
+    assert not anywhere.validator.is_valid({"s": "ac"})
+    assert anywhere.validator.is_valid({"s": 5})  # a pattern says nothing of other types
+    # lookaround, which the linear engine lacks, is still checked (by `re`)
+    behind = ArgumentSchema.of({"properties": {"s": {"pattern": "(?<=a)b"}}})
+    assert behind.validator.is_valid({"s": "ab"}) and not behind.validator.is_valid({"s": "xb"})

@@ -25,6 +25,7 @@ from pydantic_core import ErrorDetails
 
 from ..memo import ByIdentity
 from ..messages import hint_for, json_path, parse_object
+from ._linear_pattern import LinearValidator
 from .spec import ToolSpec
 
 MAX_REPORTED_ERRORS = 8
@@ -85,7 +86,7 @@ class ArgumentSchema:
         schema is read when its checker is built: change a tool's, and it is a new tool.)"""
         checker = _BUILT.get((schema,))
         if checker is None:
-            checker = _BUILT.put((schema,), cls(Draft202012Validator(schema), _plain(schema)))
+            checker = _BUILT.put((schema,), cls(LinearValidator(schema), _plain(schema)))
         return checker
 
     def surely_valid(self, arguments: dict[str, Any]) -> bool:
