@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,10 +229,24 @@ class _Drip(BaseHTTPRequestHandler):
         return None
 
 
-@pytest.mark.parametrize("adapter", [AnthropicModel, OpenAIModel], ids=["anthropic", "openai"])
-def test_timeout_s_bounds_the_whole_request_not_each_read(adapter: type) -> None:
-    # a server that keeps the stream alive without answering held the run for ever
-    http = ThreadingHTTPServer(("127.0.0.1", 0), _Drip)
+class _Slow(_Drip):
+    """A healthy long answer: a piece of it every 0.3 s, 2.4 s in all, then its end."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", "0")))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for n in range(8):
+            time.sleep(0.3)
+            self._send(_chunk({"role": "assistant", "content": f"{n} "}, None))
+        self._send(_chunk({}, "stop") + b"data: [DONE]\n\n")
+        self._send(b"")
+
+
+def served(handler: type[BaseHTTPRequestHandler], adapter: type) -> tuple[Model, Any]:
+    http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=http.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{http.server_address[1]}"
@@ -240,6 +255,13 @@ def test_timeout_s_bounds_the_whole_request_not_each_read(adapter: type) -> None
                                       timeout_s=1.0)  # fmt: skip
     else:
         model = OpenAIModel("m", vendor=custom_server(url + "/v1"), timeout_s=1.0)
+    return model, http
+
+
+@pytest.mark.parametrize("adapter", [AnthropicModel, OpenAIModel], ids=["anthropic", "openai"])
+def test_timeout_s_ends_a_stream_that_only_keeps_itself_alive(adapter: type) -> None:
+    # each keep-alive was a read within the SDK's timeout: the run was held for ever
+    model, http = served(_Drip, adapter)
     try:
         limits = Limits(wall_clock_s=None, model_retries=0)
         began = time.monotonic()
@@ -252,6 +274,18 @@ def test_timeout_s_bounds_the_whole_request_not_each_read(adapter: type) -> None
     assert (result.status, result.stop_reason) == ("failed", "model_error")
     assert "did not answer in time" in (result.error or "")
     assert took < 30  # the stream drips for a minute: ended by the request's own limit
+
+
+def test_timeout_s_never_cuts_a_long_answer_that_keeps_coming() -> None:
+    # the answer takes 2.4 s against timeout_s=1: no silence is longer than 0.3 s
+    model, http = served(_Slow, OpenAIModel)
+    try:
+        result = Agent(model, trace_dir=False, limits=Limits(model_retries=0)).run_sync("hi")
+    finally:
+        http.shutdown()
+        http.server_close()
+
+    assert (result.status, result.output) == ("completed", "0 1 2 3 4 5 6 7 "), result.error
 
 
 class _Flood(BaseHTTPRequestHandler):

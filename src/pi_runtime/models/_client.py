@@ -62,9 +62,3 @@ async def _close_with_the_loop(client: _Closable) -> AsyncGenerator[None, None]:
     finally:
         with contextlib.suppress(Exception):  # a client that fails to close is still gone
             await client.close()
-
-
-def request_deadline(timeout_s: float | None) -> float | None:
-    """The loop time by which a request begun now must have streamed its whole answer
-    (None: no limit). An SDK's own timeout bounds each read only."""
-    return None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s

@@ -32,7 +32,7 @@ from ..messages import (
     keep_secret,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
-from ._client import LoopBoundClient, request_deadline
+from ._client import LoopBoundClient
 from ._deltas import AnswerSize, parse_arguments
 from ._repair import repairs_text
 from .base import (
@@ -65,7 +65,8 @@ class AnthropicModel:
         thinking: a token budget (>= 1024) for extended thinking, `"adaptive"`, or None.
         max_tokens: output limit when the request's settings give none.
         cache: place prompt-cache breakpoints (tools, system, newest message).
-        timeout_s: how long one request may take, its whole answer streamed.
+        timeout_s: how long the server may go without sending any of the answer (from
+            the request to its first event, and between events; pings do not count).
         http_client: an `httpx2.AsyncClient` for the SDK (tests pass a mock transport).
     """
 
@@ -127,8 +128,9 @@ class AnthropicModel:
         )
         state = _StreamState()
         client = self._given or await self._own.get()
-        # the SDK's timeout bounds each read: a server dripping pings never ends
-        deadline = request_deadline(self._timeout_s)
+        # the SDK's timeout bounds each read, and a ping is one: a server dripping pings
+        # never ended. Each event of the answer must come within timeout_s of the last.
+        deadline = _next_deadline(self._timeout_s)
         try:
             # sampling settings newer SDKs no longer list still reach the API, which decides
             extra = {key: body.pop(key) for key in _EXTRA_BODY if key in body}
@@ -142,6 +144,8 @@ class AnthropicModel:
                             event = await anext(events)
                     except StopAsyncIteration:
                         break
+                    if event.type != "ping":
+                        deadline = _next_deadline(self._timeout_s)
                     for out in state.feed(event.to_dict(mode="json")):
                         yield out
         except Exception as exc:
@@ -284,3 +288,8 @@ def _import_sdk() -> Any:
         raise UserError(
             "the anthropic provider needs the anthropic SDK: pip install anthropic"
         ) from exc
+
+
+def _next_deadline(timeout_s: float | None) -> float | None:
+    """The loop time by which the next event of the answer must come (None: no limit)."""
+    return None if timeout_s is None else asyncio.get_running_loop().time() + timeout_s

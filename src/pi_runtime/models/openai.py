@@ -23,7 +23,7 @@ from ..messages import (
     keep_secret,
     redact,
 )
-from ._client import LoopBoundClient, request_deadline
+from ._client import LoopBoundClient
 from ._deltas import AnswerSize, parse_arguments
 from ._openai_request import chat_params
 from ._repair import repairs_text
@@ -58,8 +58,9 @@ class OpenAIModel:
         vendor: where and how to reach it (see `providers.VENDORS`, `custom_server`).
         client: an `AsyncOpenAI` to use instead of the adapter's own (custom transports,
             proxies); the caller keeps it on one event loop.
-        timeout_s: how long one request may take, its whole answer streamed; the run's
-            wall clock still bounds the whole run.
+        timeout_s: how long the server may go without sending any of the answer (from
+            the request to its first chunk, and between chunks; keep-alives do not count).
+            A long answer that keeps coming is never cut; the run's wall clock bounds it.
     """
 
     def __init__(
@@ -119,10 +120,11 @@ class OpenAIModel:
     ) -> AsyncIterator[StreamEvent]:
         params = chat_params(request, model=self.model, vendor=self.vendor)
         accumulator = StreamAccumulator(turn=request.step, vendor=self.vendor.name)
-        # the SDK's timeout bounds each read: a server dripping keep-alives never ends
-        deadline = request_deadline(self._timeout_s)
+        # the SDK's timeout bounds each read, and a keep-alive comment is one: a server
+        # dripping them never ended. Each chunk must come within timeout_s of the last.
+        timeout_s = self._timeout_s
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(timeout_s):
                 chunks = await client.chat.completions.create(**params)
         except Exception as exc:  # everything the SDK raises is a failed provider call
             raise classify_provider_error(exc, provider=self.vendor.display) from exc
@@ -130,7 +132,7 @@ class OpenAIModel:
             iterator = aiter(chunks)
             while True:
                 try:
-                    async with asyncio.timeout_at(deadline):  # between yields, not across
+                    async with asyncio.timeout(timeout_s):  # between yields, not across
                         chunk = await anext(iterator)
                 except StopAsyncIteration:
                     break
