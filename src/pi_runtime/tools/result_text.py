@@ -8,6 +8,7 @@ the model should learn that a value was undefined or unbounded, not that it was 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator, Mapping, Sized
 from typing import Any, Literal
@@ -39,18 +40,15 @@ def encode_tool_result(value: Any) -> str:
 def encode_result(value: Any) -> str:
     """A tool's return value as text: strings as they are, anything else as compact JSON.
 
-    An iterator that is not a sized collection (a generator, `itertools.count()`) is
-    refused (TypeError) before anything consumes it: it may never end.
+    An iterator that is not a sized collection (a generator, `map`) is read as a list of
+    at most `MAX_ITERATOR_ITEMS` items: it may never end (`itertools.count()`).
     """
     if isinstance(value, str):
         return repair_text(value)
     if type(value) is int and value.bit_length() <= 64:
         return str(value)  # what JSON spells, without three conversions
     if isinstance(value, Iterator) and not isinstance(value, Sized):
-        raise TypeError(
-            f"a {type(value).__name__} is an iterator that may never end; "
-            "return a list or another collection"
-        )
+        value = _first_items(value)
     if isinstance(value, BaseModel):
         value = value.model_dump(mode="json")  # the model's own aliases and serialisers
     try:
@@ -62,6 +60,19 @@ def encode_result(value: Any) -> str:
         plain = pydantic_core.to_jsonable_python(repair_value(value), fallback=str)
     # plain data is acyclic; its strings include what models, dataclasses and `str()` made
     return pydantic_core.to_json(repair_value(plain), inf_nan_mode="strings").decode()
+
+
+MAX_ITERATOR_ITEMS = 10_000
+"""Items read from a result that is an iterator (a generator, `map`): it may never end."""
+
+
+def _first_items(items: Iterator[Any]) -> list[Any]:
+    """The iterator's items as a list, up to `MAX_ITERATOR_ITEMS`, and a last item saying
+    so when it had more (read in a sync tool's thread, under its timeout)."""
+    head = list(itertools.islice(items, MAX_ITERATOR_ITEMS + 1))
+    if len(head) > MAX_ITERATOR_ITEMS:
+        head[MAX_ITERATOR_ITEMS:] = [f"…[cut: the first {MAX_ITERATOR_ITEMS} items]"]
+    return head
 
 
 def _why(exc: Exception) -> str:
