@@ -151,6 +151,11 @@ def test_a_schema_whose_refs_loop_or_point_nowhere_is_unusable(
          {"q": "x"}, False),
         ({"properties": {"q": {"$ref": "#/$defs/a%20b"}}, "$defs": {"a b": {"type": "string"}}},
          {"q": "x"}, True),
+        # schemas named as keywords that hold data elsewhere (`default`, `const`)
+        ({"properties": {"q": {"$ref": "#/$defs/default"}}, "$defs": {"default": {"type": "integer"}}},
+         {"q": "x"}, False),
+        ({"properties": {"const": {"type": "integer"}, "y": {"$ref": "#/properties/const"}}},
+         {"y": 1}, True),
     ],
 )  # fmt: skip
 def test_refs_that_go_into_the_value_or_name_what_is_there_are_kept(

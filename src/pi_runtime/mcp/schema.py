@@ -89,6 +89,7 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf")
 """Keywords whose schemas apply to the same value (with `not`, `if`, `then`, `else`,
 `dependentSchemas` and `$ref`): a loop through only these never ends."""
 _VALUES = ("const", "enum", "default", "examples")
+_BY_NAME = (*_SUBSCHEMA_MAPS, "patternProperties")
 """Keywords holding values, not schemas: a `$ref` key inside one is data."""
 
 
@@ -100,19 +101,22 @@ def _check_refs(schema: dict[str, Any]) -> None:
     nodes: dict[str, dict[str, Any]] = {}
     held: set[str] = set()  # every part's path: a `$ref` may name `true` or `false`
     anchors: dict[str, str] = {}
-    stack: list[tuple[str, Any]] = [("", schema)]
+    # (path, part, whether the part is a table of schemas by name: `properties`, …)
+    stack: list[tuple[str, Any, bool]] = [("", schema, False)]
     while stack:
-        path, node = stack.pop()
+        path, node, by_name = stack.pop()
         held.add(path)
         if isinstance(node, list):
-            stack.extend((f"{path}/{i}", item) for i, item in enumerate(node))
+            stack.extend((f"{path}/{i}", item, False) for i, item in enumerate(node))
+        elif isinstance(node, dict) and by_name:  # a property may be named `default`
+            stack.extend((f"{path}/{_escape(k)}", v, False) for k, v in node.items())
         elif isinstance(node, dict):
             nodes[path] = node
             if isinstance(node.get("$anchor"), str):
                 anchors[node["$anchor"]] = path
             for key, value in node.items():
                 if key not in _VALUES:
-                    stack.append((f"{path}/{_escape(key)}", value))
+                    stack.append((f"{path}/{_escape(key)}", value, key in _BY_NAME))
     edges = {path: _same_value(path, node, held, anchors) for path, node in nodes.items()}
     _no_loop(edges)
 
