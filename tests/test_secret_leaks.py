@@ -19,7 +19,7 @@ import pytest
 
 from cli_support import Ran, pi_inprocess, pi_process
 from pi_runtime import Agent, Limits, ModelError, RunResult, ToolCall, ToolError, UserError, tool
-from pi_runtime.messages import ToolResultMessage
+from pi_runtime.messages import ToolResultMessage, redact
 from pi_runtime.models import Model, resolve_model
 from pi_runtime.models.anthropic import AnthropicModel
 from pi_runtime.models.classify import classify_provider_error
@@ -177,6 +177,9 @@ def test_a_key_given_in_code_not_shaped_like_one_is_redacted_too(
 
     assert result.stop_reason == "model_error" and "[redacted]" in (result.error or "")
     assert_no_secret(everything_of(result), capfd.readouterr().err)
+    # a placeholder (LM Studio's documented `lm-studio`) is no secret: kept readable
+    AnthropicModel("claude-sonnet-4-6", api_key="lm-studio", base_url=url)
+    assert redact("cannot reach lm-studio at localhost") == "cannot reach lm-studio at localhost"
 
 
 @tool

@@ -66,11 +66,16 @@ _kept: frozenset[str] = frozenset()
 """Keys given in code (`keep_secret`)."""
 
 
+MIN_KEPT_LENGTH = 16
+"""Shorter keys given in code are placeholders (`api_key="lm-studio"` for a local
+server), not secrets: redacting them would hide the server's name in every message."""
+
+
 def keep_secret(value: str | None) -> None:
     """Redact `value` from now on, wherever this process writes text: a key given in
     code, which no environment variable names (a gateway's key given to a model)."""
     global _kept
-    if value is not None and len(value.strip()) >= MIN_SECRET_LENGTH:
+    if value is not None and len(value.strip()) >= MIN_KEPT_LENGTH:
         _kept = _kept | {value.strip()}  # one assignment: threads see one set or the other
 
 
