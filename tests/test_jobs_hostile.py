@@ -155,7 +155,7 @@ def test_a_result_that_cannot_be_encoded_fails_the_job_once_and_the_model_hears_
     assert calls[what] == 1
     assert job.status == "failed" and job.error is not None
     assert job.error["kind"] == "tool_error"
-    assert job.error["message"].startswith("the result cannot be stored: ")
+    assert job.error["message"].startswith("the tool's result could not be encoded: ")
     delivered = answer(store, "hostile")
     assert delivered.is_error and json.loads(delivered.content)["kind"] == "tool_error"
 

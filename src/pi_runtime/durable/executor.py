@@ -18,12 +18,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import asdict
 from typing import Any, Literal
 
-from pydantic import ValidationError
-
-from ..exceptions import ToolError, UserError
+from ..exceptions import UserError
 from ..messages import ToolErrorInfo, ToolErrorKind, redact, repair_text, tool_error_info
-from ..tools import Execution, ToolSpec, call_key, encode_result, execute
-from ..tools.arguments import MAX_LINE_CHARS, MAX_REPORTED_ERRORS, describe_pydantic_error
+from ..tools import Execution, ToolSpec, call_key, execute
+from ..tools.arguments import rejection
+from ..tools.result_text import encode_tool_result
 from ._lease import Heartbeat
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
@@ -133,30 +132,18 @@ def _key(job: JobRecord, spec: ToolSpec) -> str | None:
 
 
 def _rejected(exc: Exception) -> ToolErrorInfo:
-    """Why a job's arguments were refused, in one line worded as the gate words it."""
-    if isinstance(exc, ValidationError):
-        reasons = [describe_pydantic_error(error) for error in exc.errors()]
-        if len(reasons) > MAX_REPORTED_ERRORS:
-            reasons[MAX_REPORTED_ERRORS:] = [f"… and {len(reasons) - MAX_REPORTED_ERRORS} more"]
-        why = "; ".join(reasons)
-    else:
-        why = _described(exc)
-    message = _one_line(f"Arguments were rejected: {why}")
+    """Why a job's arguments were refused, worded as the gate words it (redacted)."""
+    message = redact(repair_text(rejection(exc)))
     return tool_error_info(ToolErrorKind.INVALID_ARGUMENTS, message)
 
 
 def _job_result(value: Any) -> Any:
     """`value` as the plain JSON a job stores, encoded as an inline result is (lone
     surrogates repaired, NaN and infinities as strings) so it reads the same delivered.
-
-    A value that cannot be encoded (a cycle, too deep, a `__str__` that raises) is a
-    `ToolError`: the attempt's final failure, which no retry runs the tool again for.
-    """
-    try:
-        text = encode_result(value)
-        return text if isinstance(value, str) else json.loads(text)
-    except Exception as exc:
-        raise ToolError(_one_line(f"the result cannot be stored: {_described(exc)}")) from None
+    A value that cannot be encoded is a `ToolError`: the attempt's final failure, which
+    no retry runs the tool again for."""
+    text = encode_tool_result(value)
+    return text if isinstance(value, str) else json.loads(text)
 
 
 async def _contained(execution: Coroutine[Any, Any, Execution]) -> Execution:
@@ -169,20 +156,6 @@ async def _contained(execution: Coroutine[Any, Any, Execution]) -> Execution:
         message = f"the tool raised {type(exc).__name__}; a tool must return or raise an Exception"
         info = tool_error_info(ToolErrorKind.TOOL_ERROR, message)
         return Execution(error=info, error_class="semantic")
-
-
-def _described(exc: BaseException) -> str:
-    """`Type: message` of an exception from user code, whose `__str__` may raise too."""
-    try:
-        text = str(exc)
-    except Exception:
-        text = ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _one_line(text: str) -> str:
-    line = redact(repair_text(" ".join(text.split())))
-    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
 
 
 async def _complete(finish: Finish, spec: ToolSpec, result: Any) -> JobOutcome:

@@ -26,6 +26,7 @@ from pydantic_core import ErrorDetails
 from ..memo import ByIdentity
 from ..messages import hint_for, json_path, parse_object
 from ._linear_pattern import LinearValidator
+from .classify import described
 from .spec import ToolSpec
 
 MAX_REPORTED_ERRORS = 8
@@ -162,17 +163,17 @@ def check_arguments(
         )
     try:
         kwargs = spec.validate_parsed(arguments)  # parse_object repaired, refused non-finite
-    except ValidationError as exc:
-        return BadArguments(
-            "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors())),
-            hint_for("invalid_arguments"),
-        )
-    except Exception as exc:  # a validator of the tool's own raised something else
-        return BadArguments(
-            _clip(f"Arguments were rejected: {type(exc).__name__}: {exc}"),
-            hint_for("invalid_arguments"),
-        )
+    except Exception as exc:  # pydantic's, or anything a validator of the tool's raised
+        return BadArguments(rejection(exc), hint_for("invalid_arguments"))
     return GoodArguments(arguments, kwargs)
+
+
+def rejection(exc: Exception) -> str:
+    """Why the tool's own validation refused arguments, in the words the model reads:
+    pydantic's errors by field, or the validator's exception in one line."""
+    if isinstance(exc, ValidationError):
+        return "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors()))
+    return _clip(" ".join(f"Arguments were rejected: {described(exc)}".split()))
 
 
 def describe_schema_error(error: SchemaError) -> str:

@@ -70,12 +70,23 @@ def _classify(exc: BaseException) -> tuple[ErrorClass, str, str, str | None]:
     return "semantic", K.TOOL_ERROR, f"{type(exc).__name__}: {message}", None
 
 
+def described(exc: BaseException) -> str:
+    """`Type: message` of an exception from user code, or its type alone when the
+    message is empty or its `__str__` raises."""
+    said = _said(exc)
+    return f"{type(exc).__name__}: {said}" if said else type(exc).__name__
+
+
 def _text(exc: BaseException) -> str:
     """`str(exc)`, or the name of its type when that is empty or raises (the tool's code)."""
+    return _said(exc) or type(exc).__name__
+
+
+def _said(exc: BaseException) -> str:
     try:
-        return str(exc) or type(exc).__name__
+        return str(exc)
     except Exception:
-        return type(exc).__name__
+        return ""
 
 
 def _quoted(key: object) -> str:

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 from ..exceptions import ToolError
 from ..messages import repair_text, repair_value
 from ..qrp1 import QRPEncodeError, encode
+from .classify import described
 
 ResultFormat = Literal["json", "qrp1"]
 RESULT_FORMATS: tuple[ResultFormat, ...] = ("qrp1", "json")
@@ -34,7 +35,7 @@ def encode_tool_result(value: Any) -> str:
     except MemoryError:
         raise
     except Exception as exc:
-        raise ToolError(f"the tool's result could not be encoded: {_why(exc)}") from None
+        raise ToolError(f"the tool's result could not be encoded: {described(exc)}") from None
 
 
 def encode_result(value: Any) -> str:
@@ -73,14 +74,6 @@ def _first_items(items: Iterator[Any]) -> list[Any]:
     if len(head) > MAX_ITERATOR_ITEMS:
         head[MAX_ITERATOR_ITEMS:] = [f"…[cut: the first {MAX_ITERATOR_ITEMS} items]"]
     return head
-
-
-def _why(exc: Exception) -> str:
-    try:
-        text = str(exc)
-    except Exception:  # a `__str__` of the result's own raised it
-        text = ""
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def truncate_result(text: str, max_bytes: int) -> tuple[str, int, bool]:
