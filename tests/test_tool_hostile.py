@@ -304,3 +304,45 @@ def test_a_non_idempotent_jobs_timeout_runs_once_and_ends_outcome_unknown(store:
 
     assert outcome == "outcome_unknown"
     assert placed == [1]
+
+
+class _Unprintable(Exception):  # not a ValueError: pydantic lets it through
+    def __str__(self) -> str:
+        raise RuntimeError("cannot say")
+
+
+class _Refuses:
+    """A parameter type whose validator raises an exception that cannot be printed, or
+    one whose message runs over lines."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        def check(value: Any) -> Any:
+            if value == 1:
+                raise _Unprintable()
+            raise RuntimeError("first line\nsecond line")
+
+        return core_schema.no_info_plain_validator_function(
+            check, json_schema_input_schema=core_schema.int_schema()
+        )
+
+
+@pytest.mark.parametrize(
+    ("n", "says"), [(1, "_Unprintable"), (2, "RuntimeError: first line second line")]
+)
+def test_a_validator_refusing_in_words_it_cannot_print_is_one_line_for_the_model(
+    n: int, says: str
+) -> None:
+    # the gate formatted the validator's exception itself: a `__str__` that raised
+    # escaped the argument check, and a message over lines reached the model as such
+    @tool
+    def picky(x: _Refuses) -> str:  # type: ignore[valid-type]
+        """Picky."""
+        return "ran"
+
+    model = ScriptedModel([function_call("picky", {"x": n}), text("done")])
+    error = the_error(Agent(model, tools=[picky]).run_sync("go"))
+    assert error["kind"] == "invalid_arguments"
+    assert error["message"] == f"Arguments were rejected: {says}"
