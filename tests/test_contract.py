@@ -840,3 +840,25 @@ def test_any_schema_builds_a_sound_contract_or_is_a_user_error(
     if strict:
         assert_strict(contract.schema)
     _assert_well_formed(contract.validate(json.dumps(answer)))
+
+
+def test_a_pattern_is_checked_in_linear_time_against_the_models_answer() -> None:
+    # The answer is the model's text: against `^(a+)+$`, Python's backtracking `re`
+    # takes time doubling with each `a` (28 held a loop for seconds; 5,000 never end).
+    schema = {
+        "type": "object",
+        "properties": {
+            "code": {"type": "string", "pattern": "^(a+)+$"},
+            "tags": {"type": "object", "patternProperties": {"^(b+)+$": {"type": "integer"}}},
+        },
+        "required": ["code", "tags"],
+    }
+    contract = OutputContract.from_schema(schema, name="codes", strict=False)
+    hostile = {"code": "a" * 5000 + "!", "tags": {"b" * 5000 + "!": 1, "bb": "x"}}
+
+    check = contract.validate(json.dumps(hostile))
+
+    assert not check.ok
+    assert any("does not match" in error for error in check.errors)
+    assert any("'x' is not of type 'integer'" in error for error in check.errors)
+    assert contract.validate(json.dumps({"code": "aaa", "tags": {"bbb": 2}})).ok

@@ -94,3 +94,76 @@ def test_a_pattern_is_checked_in_linear_time_with_json_schemas_meaning() -> None
     # lookaround, which the linear engine lacks, is still checked (by `re`)
     behind = ArgumentSchema.of({"properties": {"s": {"pattern": "(?<=a)b"}}})
     assert behind.validator.is_valid({"s": "ab"}) and not behind.validator.is_valid({"s": "xb"})
+
+
+HOSTILE = "^(a+)+$"
+
+
+def test_a_key_is_matched_against_pattern_properties_in_linear_time() -> None:
+    # `re` took 1 s for `^(a+)+$` against 25 `a`s and a `!` as a key here, doubling with
+    # each `a` (and `additionalProperties` searched the same patterns again)
+    checker = ArgumentSchema.of(
+        {
+            "type": "object",
+            "patternProperties": {HOSTILE: {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    )
+    key = "a" * 5000 + "!"
+    errors = list(checker.validator.iter_errors({key: 1}))
+    assert [(e.validator, e.message) for e in errors] == [
+        ("additionalProperties", f"{key!r} does not match any of the regexes: {HOSTILE!r}")
+    ]
+    assert checker.validator.is_valid({"a" * 5000: 1})
+    assert not checker.validator.is_valid({"a" * 5000: "one"})
+    # a key's own `pattern` (propertyNames) is the linear `pattern` too
+    names = ArgumentSchema.of({"type": "object", "propertyNames": {"pattern": HOSTILE}})
+    assert not names.validator.is_valid({key: 1})
+
+
+def test_pattern_properties_keep_json_schemas_meaning() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"id": {"type": "string"}},
+        "patternProperties": {"^x_": {"type": "integer"}, "n": {"type": "number"}},
+    }
+    open_ = ArgumentSchema.of(schema).validator
+    assert open_.is_valid({"id": "1", "x_a": 1, "name": 1.5, "other": "anything"})
+    assert not open_.is_valid({"x_a": "1"})
+    assert not open_.is_valid({"x_name": 1.5})  # every matching pattern applies
+    assert not open_.is_valid({"banana": "1"})  # a match anywhere, not `re.match`
+    [error] = open_.iter_errors({"x_a": "1"})
+    assert (list(error.absolute_path), list(error.schema_path)) == (
+        ["x_a"],
+        ["patternProperties", "^x_", "type"],
+    )
+
+    closed = ArgumentSchema.of({**schema, "additionalProperties": False}).validator
+    assert closed.is_valid({"id": "1", "x_a": 1, "banana": 2})
+    assert [e.message for e in closed.iter_errors({"id": "1", "y": 1, "z": 2})] == [
+        "'y', 'z' do not match any of the regexes: '^x_', 'n'"
+    ]
+    typed = ArgumentSchema.of({**schema, "additionalProperties": {"type": "boolean"}}).validator
+    assert typed.is_valid({"x_a": 1, "y": True})
+    assert [list(e.absolute_path) for e in typed.iter_errors({"x_a": 1, "y": 1})] == [["y"]]
+    listed = ArgumentSchema.of(
+        {"type": "object", "properties": {"id": {}}, "additionalProperties": False}
+    ).validator
+    assert [e.message for e in listed.iter_errors({"id": 1, "y": 1})] == [
+        "Additional properties are not allowed ('y' was unexpected)"
+    ]
+
+
+def test_a_lookaround_in_pattern_properties_is_still_checked_by_re() -> None:
+    checker = ArgumentSchema.of(
+        {
+            "type": "object",
+            "patternProperties": {"(?<=x)y": {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    ).validator
+    assert checker.is_valid({"xy": 1})
+    assert not checker.is_valid({"xy": "1"})
+    assert [e.message for e in checker.iter_errors({"zy": 1})] == [
+        "'zy' does not match any of the regexes: '(?<=x)y'"
+    ]

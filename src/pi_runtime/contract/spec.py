@@ -12,6 +12,7 @@ from jsonschema import Draft202012Validator
 from pydantic import BaseModel
 
 from ..exceptions import UserError
+from ..tools.linear_pattern import LinearValidator
 from .repair import instructions_text, repair_text
 from .schema import prepare_schema
 from .validate import model_errors, parse_answer, schema_errors
@@ -88,7 +89,8 @@ class OutputContract:
         except UserError as exc:
             raise UserError(f"contract {self.name!r}: {exc}") from None
         object.__setattr__(self, "schema", schema)
-        validator = Draft202012Validator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
+        # patterns run in linear time: the answer they check is the model's text
+        validator = LinearValidator(schema, format_checker=Draft202012Validator.FORMAT_CHECKER)
         object.__setattr__(self, "_validator", validator)
         if self.example is not None:
             check = self.validate(json.dumps(self.example, ensure_ascii=False))

@@ -25,8 +25,8 @@ from pydantic_core import ErrorDetails
 
 from ..memo import ByIdentity
 from ..messages import hint_for, json_path, parse_object
-from ._linear_pattern import LinearValidator
 from .classify import described
+from .linear_pattern import LinearValidator
 from .spec import ToolSpec
 
 MAX_REPORTED_ERRORS = 8
