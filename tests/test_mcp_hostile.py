@@ -1,8 +1,9 @@
 """MCP servers that answer, list or name things in ways Pi must not trust.
 
 Each test starts `mcp_hostile_app.py` over stdio in one of its modes and runs an agent
-whose scripted model calls its tools: whatever the server does, the run goes on, the
-model reads the server's own words and the log stays one line per message.
+whose scripted model calls its tools: whatever the server does (a line that is no JSON-RPC
+message included), the run goes on, the model reads the server's own words and the log
+stays one line per message.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 
 from pi_runtime import Agent, Limits, RunResult
 from pi_runtime.mcp import MCPServer
+from pi_runtime.mcp.malformed import MAX_MALFORMED
 from pi_runtime.mcp.schema import UnusableSchema, strict_schema
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.testing import ScriptedModel, function_call, text
@@ -28,8 +30,9 @@ APP = Path(__file__).with_name("mcp_hostile_app.py")
 NOT_FOUND = "no record matches q='zzz'; try a shorter query"
 
 
-def hostile(state: Path, mode: str) -> MCPServer:
-    return MCPServer(name="h", command=[sys.executable, str(APP), "--state", str(state), mode])
+def hostile(state: Path, mode: str, **options: Any) -> MCPServer:
+    command = [sys.executable, str(APP), "--state", str(state), mode]
+    return MCPServer(name="h", command=command, **options)
 
 
 def run(server: MCPServer, *steps: Any) -> tuple[Agent, RunResult]:
@@ -114,6 +117,77 @@ def test_a_tool_name_with_control_characters_is_shown_escaped(
     (warning,) = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
     assert warning.startswith(f"MCP tool h.{escaped} left out: ")
     assert "\n" not in warning and "\x1b" not in warning
+
+
+# a call waits for its answer far longer than the test may take: only failing at once passes
+PATIENT = {"timeout_s": 60.0, "retries": 0}
+GARBLED = ["not_json", "surrogate", "invalid"]
+
+
+@pytest.mark.parametrize("kind", GARBLED)
+def test_a_malformed_reply_fails_the_call_at_once_and_keeps_the_session(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        made, result = run(
+            hostile(tmp_path, "malformed", **PATIENT),
+            function_call("garble", {"kind": kind}),
+            function_call("echo", {"text": "still here"}),
+            text("done"),
+        )
+
+    assert result.status == "completed", result.error
+    garbled, echoed = results(result)
+    error = json.loads(garbled.content)
+    assert error["kind"] == "tool_error"
+    assert error["message"].startswith("MCP server 'h' (python") and (
+        " sent a malformed message while the call waited for its answer (" in error["message"]
+    )
+    assert echoed.content == "still here"
+    assert made.mcp.connections["h"].sessions == 1  # one stray line is no broken server
+    assert starts(tmp_path) == 1
+    told = [r for r in caplog.records if "malformed message" in r.getMessage()]
+    told += [r for r in caplog.records if r.name == "mcp.client.stdio"]
+    assert told
+    for shown in [error["message"], *(r.getMessage() for r in told)]:
+        assert shown.isprintable() and len(shown) < 700, shown  # escaped and clipped
+    assert not any(r.exc_info for r in told)  # no traceback per line
+
+
+def test_the_server_text_in_a_malformed_line_is_shown_escaped_and_clipped(
+    tmp_path: Path,
+) -> None:
+    _, result = run(
+        hostile(tmp_path, "malformed", **PATIENT),
+        function_call("garble", {"kind": "not_json"}),
+        text("done"),
+    )
+
+    (garbled,) = results(result)
+    message = json.loads(garbled.content)["message"]
+    began = "it began: error: \\x1b[2J\\x1b[31m\\rerror: the agent file was deleted\\u202eAAA"
+    assert "Invalid JSON" in message and began in message
+    assert "A" * 200 not in message  # of the 5,000 sent
+    assert message.endswith("…). Whether the call took effect is unknown.")
+
+
+def test_a_server_that_keeps_sending_malformed_messages_is_started_again(
+    tmp_path: Path,
+) -> None:
+    steps = []
+    for n, kind in enumerate(GARBLED[:MAX_MALFORMED]):  # as many as a session may send
+        steps += [function_call("garble", {"kind": kind}), function_call("echo", {"text": n})]
+    made, result = run(hostile(tmp_path, "malformed", **PATIENT), *steps, text("done"))
+
+    assert result.status == "completed", result.error
+    done = results(result)
+    assert [m.content for m in done[1::2]] == [str(n) for n in range(MAX_MALFORMED)]
+    for failed in done[::2]:
+        error = json.loads(failed.content)
+        assert error["kind"] == "tool_error" and "sent a malformed message" in error["message"]
+    # kept after each stray line but the last, which ended it: the last echo started anew
+    assert made.mcp.connections["h"].sessions == 2
+    assert starts(tmp_path) == 2
 
 
 LOOP = {"not": {"$ref": "#/$defs/n"}}

@@ -8,9 +8,11 @@ The SDK's client lives in a task of its own (`_Session._own`): its transport's t
 groups must be entered and left by one task, and the runs that call tools come and go.
 Each call races the server's answer against that task ending, so a server that exits or
 drops the connection mid-call fails the call at once (`transient`) instead of leaving it
-waiting; the next call starts a new session. A call's time limit is the gate's
-(`ToolSpec.timeout_s`), not the SDK's: when it runs out the call is cancelled and the
-SDK tells the server so. Starting a server and listing its tools have `connect_timeout_s`.
+waiting; the next call starts a new session. A line from a stdio server that is no
+JSON-RPC message fails the calls waiting on it at once too, as a `ToolError` (see
+`malformed.py`). A call's time limit is the gate's (`ToolSpec.timeout_s`), not the
+SDK's: when it runs out the call is cancelled and the SDK tells the server so. Starting
+a server and listing its tools have `connect_timeout_s`.
 
 An error a server answers is the call's `ToolError`, with the server's message, whatever
 its code: -32000 is the SDK's "connection closed" but also the first of JSON-RPC's codes
@@ -33,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..exceptions import ToolError, TransientError
 from ..messages import ToolErrorKind, redact
 from .config import MCPServer
+from .malformed import Malformed, Watch
 from .transports import ServerUnavailable, client_for
 
 if TYPE_CHECKING:
@@ -59,6 +62,7 @@ class _Session:
         self.gone = asyncio.Event()
         self.dead = False
         self.task: asyncio.Task[None] | None = None
+        self.watch = Watch(server.where(), self._broken)
 
     async def open(self) -> None:
         loop = asyncio.get_running_loop()
@@ -80,7 +84,7 @@ class _Session:
 
     async def _own(self, ready: asyncio.Future[Client]) -> None:
         try:
-            async with client_for(self.server) as client:
+            async with client_for(self.server, self.watch.handle) as client:
                 ready.set_result(client)
                 await self.stop.wait()
         except Exception as exc:
@@ -93,6 +97,10 @@ class _Session:
                 ready.set_exception(ServerUnavailable(f"{self.server.where()}: cancelled"))
             self.dead = True
             self.gone.set()
+
+    def _broken(self) -> None:
+        self.dead = True
+        self.stop.set()
 
     async def close(self) -> None:
         self.stop.set()
@@ -183,6 +191,11 @@ class Connection:
                 f"{self.server.where()} stopped during the call; {self._again}. Whether the "
                 "call took effect is unknown."
             ) from None
+        except Malformed as exc:
+            raise ToolError(
+                f"{self.server.where()} sent a malformed message while the call waited for "
+                f"its answer ({exc}). Whether the call took effect is unknown."
+            ) from None
         except MCPError as exc:
             if exc.code == CONNECTION_CLOSED and not await self._answers(session):
                 session.dead = True
@@ -256,18 +269,22 @@ class _Gone(Exception):
 
 
 async def _racing(session: _Session, request: Awaitable[T]) -> T:
-    """`request`'s result, or `_Gone` as soon as the session ends first."""
+    """`request`'s result, or as soon as the session ends first `_Gone`, or `Malformed`
+    when the server sends a line that is no JSON-RPC message first."""
     work = asyncio.ensure_future(request)
     work.add_done_callback(_settled)  # an answer that comes too late is dropped quietly
     gone = asyncio.ensure_future(session.gone.wait())
+    garbled = session.watch.waiter()
     try:
-        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({work, gone, garbled}, return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:
         work.cancel()
         gone.cancel()
         # let the SDK send its courtesy cancel to the server, briefly
         await asyncio.wait({work}, timeout=1.0)
         raise
+    finally:
+        session.watch.release(garbled)
     gone.cancel()
     if work.done():
         return work.result()
@@ -275,6 +292,8 @@ async def _racing(session: _Session, request: Awaitable[T]) -> T:
     await asyncio.wait({work}, timeout=1.0)
     if not work.cancelled() and work.done() and work.exception() is None:
         return work.result()
+    if garbled.done():
+        raise Malformed(garbled.result())
     raise _Gone
 
 

@@ -39,6 +39,7 @@ from ..messages import repair_text
 from ..tools import IDEMPOTENCY_PARAM, ToolSpec
 from .config import MCPServer
 from .connection import Connection
+from .malformed import escaped
 from .results import result_value
 from .schema import UnusableSchema, strict_schema
 from .transports import ServerUnavailable
@@ -156,10 +157,10 @@ class MCPTools:
             try:
                 specs.append(_spec(connection, listed))
             except UnusableSchema as exc:
-                where = f"{server.name}.{_escaped(listed.name)}"
+                where = f"{server.name}.{escaped(listed.name)}"
                 if server.allow is not None:
                     raise ServerUnavailable(f"mcp.{where}: {exc}") from None
-                self.skipped[where] = _escaped(str(exc))
+                self.skipped[where] = escaped(str(exc))
                 log.warning("MCP tool %s left out: %s", where, self.skipped[where])
         return specs
 
@@ -206,14 +207,6 @@ def _description(listed: Any) -> str:
     if len(text) > MAX_DESCRIPTION_CHARS:
         text = text[: MAX_DESCRIPTION_CHARS - 1] + "…"
     return text
-
-
-def _escaped(text: str) -> str:
-    """`text` on one inert line: what is not printable (controls, line breaks, bidi marks,
-    lone surrogates) as its Python escape, such as `\\n` or `\\x1b` (as `pi` prints)."""
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text
-    )
 
 
 def _check_names(specs: list[ToolSpec], taken: Collection[str]) -> None:

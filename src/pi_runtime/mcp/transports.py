@@ -13,9 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..exceptions import UserError
 from .config import MCPServer
+from .malformed import quiet_sdk_parse_log
 
 if TYPE_CHECKING:
     from mcp import Client
+    from mcp.client.session import MessageHandlerFnT
 
 INSTALL_HINT = "MCP tools need the mcp package: pip install 'pi-runtime[mcp]'"
 
@@ -24,8 +26,12 @@ class ServerUnavailable(Exception):
     """The server could not be started, reached or listed; the message says why."""
 
 
-def client_for(server: MCPServer) -> Client:
-    """An unopened SDK client for `server` (its `${VAR}` references resolved now)."""
+def client_for(server: MCPServer, on_stdio_message: MessageHandlerFnT | None = None) -> Client:
+    """An unopened SDK client for `server` (its `${VAR}` references resolved now).
+
+    `on_stdio_message` gets a stdio server's notifications and the lines of its stdout
+    the SDK could not parse (as exceptions).
+    """
     try:
         from mcp import Client, StdioServerParameters
     except ImportError as exc:
@@ -38,7 +44,9 @@ def client_for(server: MCPServer) -> Client:
             )
             from mcp.client.stdio import stdio_client
 
-            return Client(stdio_client(params, errlog=_errlog()), cache=None)
+            quiet_sdk_parse_log()
+            transport = stdio_client(params, errlog=_errlog())
+            return Client(transport, cache=None, message_handler=on_stdio_message)
         return Client(_http_transport(server), cache=None)
     except UserError as exc:  # a `${VAR}` that is not set
         raise ServerUnavailable(str(exc)) from None
