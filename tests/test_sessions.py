@@ -508,7 +508,7 @@ def test_a_busy_worker_claims_without_looking_first_and_an_idle_one_looks(
     # a worker whose last claim found work claims at once: one transaction less a step.
     recipe = one_order_session(store, "busy", tmp_path)
     start_turn(store, "busy", recipe, "buy 5 ACME")
-    claims = record_calls(monkeypatch, store, "claim_work")
+    claims = record_calls(monkeypatch, store, "claim_batch")
     stats = work(store)
 
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})

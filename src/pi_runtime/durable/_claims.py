@@ -1,12 +1,14 @@
 """Claiming any work at once: the worker's one look, most urgent first.
 
-An outbox event (quick, and it unblocks a conversation), else a run (a continuation, or
-a run whose holder died), else a job. One transaction instead of three. On SQLite a
-look first reads whether anything is claimable, so idle workers never take the write
-lock.
+Outbox events (quick, and they unblock conversations), then runs (continuations, or runs
+whose holder died), then jobs: one transaction instead of three, and one piece of work
+for each owner given (a worker claims for all its idle slots at once). On SQLite a look
+first reads whether anything is claimable, so idle workers never take the write lock.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from sqlalchemy import exists, select
 
@@ -29,9 +31,12 @@ def anything_claimable(tx: Tx) -> bool:
     return bool(tx.conn.execute(_ANY, {"now": tx.now}).scalar())
 
 
-def claim_work(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> Work | None:
-    return (
-        _delivery.claim_event(tx, owner, lease_s)
-        or _runs.claim_run(tx, owner, lease_s, max_attempts)
-        or _jobs.claim_job(tx, owner, lease_s)
-    )
+def claim_work(tx: Tx, owners: Sequence[str], lease_s: float, max_attempts: int) -> list[Work]:
+    """Up to one piece of work per owner, most urgent first; the k-th held by `owners[k]`."""
+    work: list[Work] = []
+    work += _delivery.claim_events(tx, owners, lease_s)
+    if len(work) < len(owners):
+        work += _runs.claim_runs(tx, owners[len(work) :], lease_s, max_attempts)
+    if len(work) < len(owners):
+        work += _jobs.claim_jobs(tx, owners[len(work) :], lease_s)
+    return work

@@ -8,6 +8,7 @@ nothing but the event's own `outcome`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Row, and_, bindparam, exists, or_, select
@@ -45,14 +46,14 @@ CLAIMABLE_EVENTS = and_(_FREE, exists().where(t.waits.c.job_id == t.outbox.c.job
 _CLAIM = claim_of(t.outbox, CLAIMABLE_EVENTS, oldest=t.outbox.c.id, still=_FREE)
 
 
-def claim_event(tx: Tx, owner: str, lease_s: float) -> OutboxEvent | None:
-    """Take the oldest undelivered event that a wait is registered for.
+def claim_events(tx: Tx, owners: Sequence[str], lease_s: float) -> list[OutboxEvent]:
+    """Take the oldest undelivered events that a wait is registered for, one per owner.
 
     Events of jobs nobody awaits yet stay put: registering the wait makes them claimable,
     which is how a job that finished first is still delivered.
     """
-    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s)
-    return None if claimed is None else _event(tx, claimed.id)
+    claimed = claim_under_lease(tx, _CLAIM, owners=owners, lease_s=lease_s)
+    return [_event(tx, row.id) for row in claimed]
 
 
 _EVENT = (

@@ -6,6 +6,7 @@ event in the same transaction, so a result can never exist without its notice.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -147,8 +148,8 @@ _CLAIM = claim_of(
 )
 
 
-def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
-    """Take the oldest queued job, or one whose holder's lease expired.
+def claim_jobs(tx: Tx, owners: Sequence[str], lease_s: float) -> list[JobRecord]:
+    """Take the oldest queued jobs, or ones whose holder's lease expired, one per owner.
 
     An expired attempt of a job that is not retry-safe ends `outcome_unknown` instead (its
     side effect may have happened); one that used all its attempts ends `failed`.
@@ -171,8 +172,8 @@ def claim_job(tx: Tx, owner: str, lease_s: float) -> JobRecord | None:
             return False
         return True
 
-    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s, vet=vet)
-    return None if claimed is None else _rows.job(claimed)
+    claimed = claim_under_lease(tx, _CLAIM, owners=owners, lease_s=lease_s, vet=vet)
+    return [_rows.job(row) for row in claimed]
 
 
 def held(tx: Tx, job_id: str, owner: str) -> Row[Any]:

@@ -1,20 +1,22 @@
-"""Claiming a row under a lease: the one loop that job, run and outbox claims share.
+"""Claiming rows under leases: the one loop that job, run and outbox claims share.
 
-A claim looks at the oldest claimable row nobody else has locked, lets the caller vet it
-(settle an expired attempt, or pass over a busy session), then moves it under the new
-lease with a conditional update, so of claimers racing for a row exactly one gets it.
-Each kind of claim builds its statements once (`Claim`); a claim binds them.
+A claim looks at the oldest claimable rows nobody else has locked (as many as it has
+owners for: a worker with idle slots claims for all of them at once), lets the caller
+vet each (settle an expired attempt, or pass over a busy session), then moves each under
+its new lease with a conditional update, so of claimers racing for a row exactly one gets
+it. Each kind of claim builds its statements once (`Claim`); a claim binds them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Integer,
     Row,
     Select,
     Table,
@@ -33,6 +35,7 @@ MAX_SWEEP = 32  # candidates a claim may settle or pass over before giving up fo
 _OWNER: BindParameter[str] = bindparam("owner")
 _UNTIL: BindParameter[Any] = bindparam("until", type_=NOW.type)
 _PASSED: BindParameter[Any] = bindparam("passed", expanding=True)
+_LIMIT: BindParameter[int] = bindparam("limit", type_=Integer)
 
 
 def queued_or_expired(table: Table) -> ColumnElement[bool]:
@@ -47,10 +50,11 @@ def queued_or_expired(table: Table) -> ColumnElement[bool]:
 @dataclass(frozen=True, slots=True)
 class Claim:
     """The statements of one kind of claim, bound per call with `now`, `owner`, `until`
-    (the new lease's end) and `passed` (candidates already looked at).
+    (the new lease's end), `limit` (how many rows are wanted) and `passed` (candidates
+    already looked at).
 
     Attributes:
-        pick: the oldest claimable row, by whether rows are locked (skipping locked ones).
+        pick: the oldest claimable rows, by whether rows are locked (skipping locked ones).
         pick_past: the same, leaving out the `passed` ids.
         take: the conditional update moving a row under the new lease, returning it.
     """
@@ -75,9 +79,11 @@ def claim_of(
         values: more columns the take sets (e.g. `started_at`), as constants or
             expressions over `NOW`.
     """
-    # One row at a time: locking a batch would hide the rest from other claimers.
-    pick = select(table).where(claimable).order_by(oldest).limit(1)
-    past = select(table).where(claimable, table.c.id.not_in(_PASSED)).order_by(oldest).limit(1)
+    # Only as many rows as the claimer has owners for: locking more would hide the rest
+    # from other claimers.
+    pick = select(table).where(claimable).order_by(oldest).limit(_LIMIT)
+    past = select(table).where(claimable, table.c.id.not_in(_PASSED)).order_by(oldest)
+    past = past.limit(_LIMIT)
     take = (
         table.update()
         .where(table.c.id == bindparam(key("id")), claimable if still is None else still)
@@ -100,32 +106,37 @@ def claim_under_lease(
     tx: Tx,
     claim: Claim,
     *,
-    owner: str,
+    owners: Sequence[str],
     lease_s: float,
     vet: Callable[[Row[Any]], bool] = lambda row: True,
-) -> Row[Any] | None:
-    """The oldest row `claim` may take, now held by `owner` for `lease_s` with one more
-    attempt; None when there is none. `vet` returning False passes over a candidate (the
-    callback may have settled it)."""
-    check_id("owner", owner)
+) -> list[Row[Any]]:
+    """The oldest rows `claim` may take, at most one per owner, oldest first: the k-th
+    now held by `owners[k]` for `lease_s` with one more attempt. `vet` returning False
+    passes over a candidate (the callback may have settled it)."""
+    for owner in owners:
+        check_id("owner", owner)
     check_lease(lease_s)
+    taken: list[Row[Any]] = []
     passed: list[Any] = []
-    for _ in range(MAX_SWEEP):
+    until = tx.until(lease_s)
+    while len(taken) < len(owners) and len(passed) < MAX_SWEEP + len(owners) - 1:
+        want = len(owners) - len(taken)
         if passed:
-            found = tx.conn.execute(
-                claim.pick_past[tx.row_locks], {"now": tx.now, "passed": passed}
-            )
+            params = {"now": tx.now, "limit": want, "passed": passed}
+            found = tx.conn.execute(claim.pick_past[tx.row_locks], params).all()
         else:
-            found = tx.conn.execute(claim.pick[tx.row_locks], {"now": tx.now})
-        row = found.one_or_none()
-        if row is None:
-            return None
-        passed.append(row.id)
-        if not vet(row):
-            continue
-        # Conditional: only one claimer can move the row (the others get no row back).
-        params = {key("id"): row.id, "now": tx.now, "owner": owner, "until": tx.until(lease_s)}
-        taken = tx.conn.execute(claim.take, params).one_or_none()
-        if taken is not None:
-            return taken
-    return None
+            params = {"now": tx.now, "limit": want}
+            found = tx.conn.execute(claim.pick[tx.row_locks], params).all()
+        for row in found:
+            passed.append(row.id)
+            if not vet(row):
+                continue
+            # Conditional: only one claimer can move the row (the others get no row back).
+            params = {key("id"): row.id, "now": tx.now, "owner": owners[len(taken)],
+                      "until": until}  # fmt: skip
+            moved = tx.conn.execute(claim.take, params).one_or_none()
+            if moved is not None:
+                taken.append(moved)
+        if len(found) < want:
+            break  # no more candidates
+    return taken

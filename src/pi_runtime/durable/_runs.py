@@ -135,13 +135,17 @@ _CLAIM = claim_of(
 )
 
 
-def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecord | None:
-    """Take the oldest queued run, or one whose holder's lease expired (it died mid-run).
+def claim_runs(tx: Tx, owners: Sequence[str], lease_s: float, max_attempts: int) -> list[RunRecord]:
+    """Take the oldest queued runs, or ones whose holder's lease expired (it died
+    mid-run), one per owner and at most one per session.
 
     A run interrupted `max_attempts` times fails instead of being taken again.
     """
+    sessions: set[str] = set()
 
     def vet(row: Row[Any]) -> bool:
+        if row.session_id in sessions:
+            return False  # one run of a session at a time
         # Never wait for a session lock here (lock order: session before run).
         if tx.try_lock_session(row.session_id) is None:
             return False
@@ -150,13 +154,13 @@ def claim_run(tx: Tx, owner: str, lease_s: float, max_attempts: int) -> RunRecor
             _end(tx, run.id, "failed", "internal_error", None)
             tx.set_session_status(run.session_id, "failed")
             return False
+        sessions.add(row.session_id)
         return True
 
-    claimed = claim_under_lease(tx, _CLAIM, owner=owner, lease_s=lease_s, vet=vet)
-    if claimed is None:
-        return None
-    tx.set_session_status(claimed.session_id, "running")
-    return _rows.run(claimed)
+    claimed = claim_under_lease(tx, _CLAIM, owners=owners, lease_s=lease_s, vet=vet)
+    for row in claimed:
+        tx.set_session_status(row.session_id, "running")
+    return [_rows.run(row) for row in claimed]
 
 
 def _held(tx: Tx, run_id: str, owner: str) -> tuple[Row[Any], RunRecord]:

@@ -7,6 +7,9 @@ operations themselves are the functions of the `_*.py` modules.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..exceptions import UserError
 from . import _claims
 from ._sql_approvals import ApprovalsSql
 from ._sql_base import Clock, SqlBase, utc_now
@@ -31,10 +34,27 @@ class SqlStore(SessionsSql, RunsSql, JobsSql, OutboxSql, ApprovalsSql, DataSql, 
         max_attempts: int = 3,
         look_first: bool = True,
     ) -> OutboxEvent | RunRecord | JobRecord | None:
+        claimed = self.claim_batch(
+            [owner], lease_s=lease_s, max_attempts=max_attempts, look_first=look_first
+        )
+        return next(iter(claimed), None)
+
+    def claim_batch(
+        self,
+        owners: Sequence[str],
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        max_attempts: int = 3,
+        look_first: bool = True,
+    ) -> list[OutboxEvent | RunRecord | JobRecord]:
+        if isinstance(owners, str) or len(set(owners)) != len(owners):
+            raise UserError("claim_batch takes a list of distinct owners")
+        if not owners:
+            return []
         if (
             look_first
             and not self.row_locks
             and not self._do(_claims.anything_claimable, read=True)
         ):
-            return None  # SQLite: an idle look reads, and leaves the write lock to others
-        return self._do(lambda tx: _claims.claim_work(tx, owner, lease_s, max_attempts))
+            return []  # SQLite: an idle look reads, and leaves the write lock to others
+        return self._do(lambda tx: _claims.claim_work(tx, list(owners), lease_s, max_attempts))

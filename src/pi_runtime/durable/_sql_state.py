@@ -87,7 +87,8 @@ class RunsSql(SqlBase):
     def claim_run(
         self, owner: str, *, lease_s: float = DEFAULT_LEASE_S, max_attempts: int = 3
     ) -> RunRecord | None:
-        return self._do(lambda tx: _runs.claim_run(tx, owner, lease_s, max_attempts))
+        claimed = self._do(lambda tx: _runs.claim_runs(tx, [owner], lease_s, max_attempts))
+        return next(iter(claimed), None)
 
     def renew_run_lease(
         self, run_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S

@@ -55,7 +55,7 @@ class JobsSql(SqlBase):
         return self._do(lambda tx: _jobs.list_jobs(tx, session_id), read=True)
 
     def claim_job(self, owner: str, *, lease_s: float = DEFAULT_LEASE_S) -> JobRecord | None:
-        return self._do(lambda tx: _jobs.claim_job(tx, owner, lease_s))
+        return next(iter(self._do(lambda tx: _jobs.claim_jobs(tx, [owner], lease_s))), None)
 
     def renew_job_lease(
         self, job_id: str, owner: str, *, lease_s: float = DEFAULT_LEASE_S
@@ -105,7 +105,7 @@ class OutboxSql(SqlBase):
     def claim_outbox_event(
         self, owner: str, *, lease_s: float = DEFAULT_LEASE_S
     ) -> OutboxEvent | None:
-        return self._do(lambda tx: _delivery.claim_event(tx, owner, lease_s))
+        return next(iter(self._do(lambda tx: _delivery.claim_events(tx, [owner], lease_s))), None)
 
     def deliver(
         self,

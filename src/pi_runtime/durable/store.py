@@ -375,6 +375,20 @@ class Store(SessionStore, RunStore, JobQueue, Outbox, Approvals, DataStore, Memo
         transaction per claim."""
         ...
 
+    def claim_batch(
+        self,
+        owners: Sequence[str],
+        *,
+        lease_s: float = DEFAULT_LEASE_S,
+        max_attempts: int = 3,
+        look_first: bool = True,
+    ) -> list[OutboxEvent | RunRecord | JobRecord]:
+        """`claim_work` for several owners at once (a worker's idle slots): at most one
+        piece of work per owner, most urgent first, the k-th held by `owners[k]`, in one
+        transaction. At most one run of a session is taken. Owners must be distinct, so
+        each lease still fences exactly one holder."""
+        ...
+
     def purge_expired(self) -> int:
         """Delete expired references and snapshots; return how many went."""
         ...

@@ -7,6 +7,11 @@ conversation. Everything is claimed under a lease, so any number of workers on a
 number of machines can share a store; a killed worker's leases expire and another
 worker takes over (a job from its last checkpoint).
 
+A slot that looks for work claims for the worker's idle slots too, in the same
+transaction (`Store.claim_batch`): each claimed piece is held under the lease of the
+slot that will do it, and handed to that slot at once. So a busy worker's slots share
+one claim, and a slot never holds work it has not started.
+
 `stop()` (SIGTERM) drains: no new claims, current work finishes within `drain_s`, then
 what is left is cancelled and its leases released for others. A second `stop()` does
 not wait.
@@ -44,6 +49,7 @@ from .sessions import request_from, run_held
 from .store import DEFAULT_LEASE_S, Store
 
 T = TypeVar("T")
+Work = OutboxEvent | RunRecord | JobRecord
 
 log = logging.getLogger("pi_runtime.durable")
 
@@ -127,6 +133,8 @@ class Worker:
         self._generation = 0
         self._notices = 0  # "work may be claimable" notices heard so far
         self._wake = asyncio.Event()  # set (and replaced) on each notice
+        # idle slots, each with where a claiming slot hands it work (or None)
+        self._idle: dict[int, asyncio.Future[Work | None]] = {}
 
     # Lifecycle
 
@@ -191,12 +199,22 @@ class Worker:
         delay = _MIN_POLL_S
         empty = 0  # looks in a row that found nothing
         worked = False
-        while not self._halt.is_set():
+        # claimed for this slot by another (counted busy); at start, the first slot's
+        # claim is made for all, not one claim per slot at once
+        handed = await self._idle_wait(index, _MIN_POLL_S) if index else None
+        await asyncio.sleep(0)  # (the others are idle by the first slot's first claim)
+        while handed is not None or not self._halt.is_set():
             seen, heard = self._generation, self._notices
-            self._busy += 1
+            if handed is None:
+                self._busy += 1
             try:
-                # busy (the last look found work): claim at once, without a look first
-                worked = await self._step(owner, look_first=not worked)
+                if handed is not None:
+                    work, handed = handed, None
+                    await self._do(work, owner)
+                    worked = True
+                else:
+                    # busy (the last look found work): claim at once, without a look first
+                    worked = await self._step(owner, look_first=not worked)
             except asyncio.CancelledError:
                 raise
             except StoreError as exc:  # keep serving: a database blip must not end it
@@ -221,15 +239,62 @@ class Worker:
                 return
             if heard != self._notices:
                 continue  # told of new work while looking: look again
-            halt, wake = asyncio.ensure_future(self._halt.wait()), self._wake.wait()
-            waiting = {halt, asyncio.ensure_future(wake)}
-            await asyncio.wait(waiting, timeout=delay, return_when=asyncio.FIRST_COMPLETED)
-            for task in waiting:
-                task.cancel()
-            delay = min(delay * 2, self.poll_s)
+            handed = await self._idle_wait(index, delay)
+            delay = _MIN_POLL_S if handed is not None else min(delay * 2, self.poll_s)
+
+    async def _idle_wait(self, index: int, delay: float) -> Work | None:
+        """Wait up to `delay` for a notice or a halt; return early with work that another
+        slot claimed for this one (a claim that found none for it changes nothing)."""
+        loop = asyncio.get_running_loop()
+        deadline, heard = loop.time() + delay, self._notices
+        while not self._halt.is_set() and heard == self._notices and loop.time() < deadline:
+            offer: asyncio.Future[Work | None] = loop.create_future()
+            self._idle[index] = offer
+            halt = asyncio.ensure_future(self._halt.wait())
+            wake = asyncio.ensure_future(self._wake.wait())
+            waiting: set[asyncio.Future[Any]] = {halt, wake, offer}
+            try:
+                await asyncio.wait(
+                    waiting,
+                    timeout=deadline - loop.time(),
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                halt.cancel()
+                wake.cancel()
+                taken = self._idle.get(index) is not offer
+                if not taken:
+                    del self._idle[index]  # nobody will hand it anything now
+            if not taken:
+                return None  # the time is up, or a notice or the halt came
+            # A claiming slot took this one's turn: it settles the offer as it ends, and
+            # what it claimed for this slot is held under this slot's lease.
+            work = await offer
+            if work is not None:
+                return work
+        return None
 
     async def _step(self, owner: str, *, look_first: bool = True) -> bool:
-        work = await asyncio.to_thread(self._claim, owner, look_first)
+        """Claim work for this slot and for the idle ones; do this slot's share."""
+        helpers = list(self._idle.items())
+        self._idle.clear()
+        owners = [owner] + [f"{self.name}/{index}" for index, _ in helpers]
+        claimed: list[Work] = []
+        try:
+            claimed = await asyncio.to_thread(self._claim, owners, look_first)
+        finally:
+            for k, (_, offer) in enumerate(helpers, start=1):
+                work = claimed[k] if k < len(claimed) else None
+                if not offer.done():  # (a helper cancelled by a drain's end is gone)
+                    if work is not None:
+                        self._busy += 1  # the helper's, from now until it has done it
+                    offer.set_result(work)
+        if not claimed:
+            return False
+        await self._do(claimed[0], owner)
+        return True
+
+    async def _do(self, work: Work, owner: str) -> None:
         if isinstance(work, OutboxEvent):
             taken = await self._deliver(work, owner)
             if taken is not None:  # the continuation it queued, already ours
@@ -238,7 +303,7 @@ class Worker:
                 )
         elif isinstance(work, RunRecord):
             await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
-        elif isinstance(work, JobRecord):
+        else:
             taken = await self._guarded(
                 self._job(work, owner), release=self._release_job(work, owner)
             )
@@ -246,12 +311,11 @@ class Worker:
                 await self._guarded(
                     self._run(taken, owner), release=self._release_run(taken, owner)
                 )
-        return work is not None
 
-    def _claim(self, owner: str, look_first: bool) -> OutboxEvent | RunRecord | JobRecord | None:
+    def _claim(self, owners: list[str], look_first: bool) -> list[Work]:
         """The next work, most urgent first (one transaction for all three looks)."""
-        return self.store.claim_work(
-            owner, lease_s=self.lease_s, max_attempts=self.run_attempts, look_first=look_first
+        return self.store.claim_batch(
+            owners, lease_s=self.lease_s, max_attempts=self.run_attempts, look_first=look_first
         )
 
     async def _guarded(self, work: Awaitable[T], *, release: Any) -> T:
