@@ -372,29 +372,70 @@ def test_a_worker_reads_a_sessions_agent_once_for_its_job_and_the_run_after_it(
     assert store.get_session("once").status == "completed"  # type: ignore[union-attr]
 
 
-def test_a_continuation_reads_its_session_in_one_transaction(
+def test_a_continuation_reads_its_session_in_the_transaction_that_delivers_to_it(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # messages, the runs its request came through and the decisions it starts from: one
-    # read, not three (a job went from 9 transactions to 7)
+    # messages, the runs its request came through and the decisions it starts from: read
+    # with the delivery that queued the continuation for this worker, not in a transaction
+    # of its own (a job went from 9 transactions to 7, then 6)
     recipe = one_order_session(store, "one-read", tmp_path)
     start_turn(store, "one-read", recipe, "buy 5 ACME")
     reads = {
         name: record_calls(monkeypatch, store, name)
         for name in ("turn_inputs", "load_messages", "list_approvals", "get_run")
     }
+    finished = []
+    original = store.finish_job
+
+    def finish_job(*args: Any, **kwargs: Any) -> Any:
+        finished.append(original(*args, **kwargs))
+        return finished[-1]
+
+    monkeypatch.setattr(store, "finish_job", finish_job)
     stats = work(store)
 
     assert (dict(stats.jobs), dict(stats.runs)) == ({"succeeded": 1}, {"completed": 1})
     assert {name: len(calls) for name, calls in reads.items()} == {
-        "turn_inputs": 1, "load_messages": 0, "list_approvals": 0, "get_run": 0
+        "turn_inputs": 0, "load_messages": 0, "list_approvals": 0, "get_run": 0
     }  # fmt: skip
-    (run,) = [args[0] for args, _ in reads["turn_inputs"]]
-    inputs = store.turn_inputs(run)
-    assert run.kind == "server_result"
+    (done,) = finished
+    run, inputs = done.delivery.continuation, done.delivery.inputs
+    assert run.kind == "server_result" and run.lease_owner is not None
+    assert inputs is not None
     assert [r.kind for r in inputs.requested] == ["user"]
     assert inputs.approvals == []
-    assert [m.message.role for m in inputs.messages][:2] == ["user", "assistant"]
+    # the conversation as the continuation found it: up to the delivered result
+    assert [m.message.role for m in inputs.messages] == ["user", "assistant", "tool"]
+    assert inputs.messages == store.load_messages("one-read")[:3]
+
+
+def test_a_delivery_reads_the_continuations_inputs_only_for_its_taker(
+    store: Store, tmp_path: Path
+) -> None:
+    recipe = one_order_session(store, "taker", tmp_path)
+    start_turn(store, "taker", recipe, "buy 5 ACME")
+    job = store.claim_job("w", lease_s=30)
+    assert job is not None
+    store.complete_job(job.id, "w", {"order": "ACMEx5"})  # delivered through the outbox
+    event = store.claim_outbox_event("w", lease_s=30)
+    assert event is not None
+    answer = ToolResultMessage(tool_call_id=job.tool_call_id or "", name=job.tool, content="ok")
+
+    delivery = store.deliver(event.id, answer, owner="w", lease_s=30)
+
+    assert delivery.continuation is not None and delivery.inputs is not None
+    assert delivery.inputs == store.turn_inputs(delivery.continuation)
+    other = one_order_session(store, "queued", tmp_path)
+    start_turn(store, "queued", other, "buy 5 ACME")
+    job = store.claim_job("w", lease_s=30)
+    assert job is not None
+    store.complete_job(job.id, "w", {"order": "ACMEx5"})
+    event = store.claim_outbox_event("w", lease_s=30)
+    assert event is not None
+    answer = ToolResultMessage(tool_call_id=job.tool_call_id or "", name=job.tool, content="ok")
+    queued = store.deliver(event.id, answer)  # nobody takes the continuation: no read
+    assert queued.continuation is not None and queued.continuation.status == "queued"
+    assert queued.inputs is None
 
 
 def test_results_can_be_delivered_as_plain_json_text(store: Store, tmp_path: Path) -> None:

@@ -174,7 +174,11 @@ def _deliver_to(
         tx, session_id, [message], run_id=wait.run_id, locked=session, unanswered=True,
         status=None if continuation is None else continuation.status,
     )  # fmt: skip
-    return Delivery(outcome="delivered", seq=seq, continuation=continuation, **done)
+    inputs = None
+    if continuation is not None and take is not None and continuation.lease_owner == take[0]:
+        # the taker runs it next: what it reads, read here (one transaction less a job)
+        inputs = _runs.turn_inputs(tx, continuation)
+    return Delivery(outcome="delivered", seq=seq, continuation=continuation, inputs=inputs, **done)
 
 
 def _outcome(tx: Tx, wait: WaitRecord) -> str:

@@ -282,6 +282,8 @@ class Delivery:
         seq: the `seq` of the appended tool message, when delivered.
         continuation: the `server_result` run queued by this delivery, if it completed
             the set of results its session was waiting for.
+        inputs: what running the continuation reads (`RunStore.turn_inputs`), read in
+            the delivering transaction when the deliverer took the continuation.
     """
 
     event_id: int
@@ -290,6 +292,7 @@ class Delivery:
     tool_call_id: str
     seq: int | None = None
     continuation: RunRecord | None = None
+    inputs: TurnInputs | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,15 @@ from ._session_agents import SessionAgents, importing_user_code
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import Finish, execute_job
-from .records import Delivery, FinishedJob, JobEnding, JobRecord, OutboxEvent, RunRecord
+from .records import (
+    Delivery,
+    FinishedJob,
+    JobEnding,
+    JobRecord,
+    OutboxEvent,
+    RunRecord,
+    TurnInputs,
+)
 from .results import ResultEncoder, ending_message, qrp1_result, result_message
 from .sessions import request_from, run_held
 from .store import DEFAULT_LEASE_S, Store
@@ -297,20 +305,19 @@ class Worker:
     async def _do(self, work: Work, owner: str) -> None:
         if isinstance(work, OutboxEvent):
             taken = await self._deliver(work, owner)
-            if taken is not None:  # the continuation it queued, already ours
-                await self._guarded(
-                    self._run(taken, owner), release=self._release_run(taken, owner)
-                )
         elif isinstance(work, RunRecord):
             await self._guarded(self._run(work, owner), release=self._release_run(work, owner))
+            return
         else:
             taken = await self._guarded(
                 self._job(work, owner), release=self._release_job(work, owner)
             )
-            if taken is not None:  # it delivered its result; the continuation is ours
-                await self._guarded(
-                    self._run(taken, owner), release=self._release_run(taken, owner)
-                )
+        if taken is not None and taken.continuation is not None:
+            # the continuation the delivery queued, already ours, with what it reads
+            run = taken.continuation
+            await self._guarded(
+                self._run(run, owner, taken.inputs), release=self._release_run(run, owner)
+            )
 
     def _claim(self, owners: list[str], look_first: bool) -> list[Work]:
         """The next work, most urgent first (one transaction for all three looks)."""
@@ -336,7 +343,7 @@ class Worker:
 
     # The three kinds of work
 
-    async def _deliver(self, event: OutboxEvent, owner: str) -> RunRecord | None:
+    async def _deliver(self, event: OutboxEvent, owner: str) -> Delivery | None:
         """Deliver `event`; the continuation it queued, if any, is returned held by
         `owner` (unless draining), to be run by this slot next."""
         message = result_message(event, encoder=self.encoder)
@@ -346,8 +353,8 @@ class Worker:
         )
         return self._delivered(delivery, event.job_id, take)
 
-    def _delivered(self, delivery: Delivery, job_id: str, take: str | None) -> RunRecord | None:
-        """Count `delivery`; the continuation it queued if `take` holds it."""
+    def _delivered(self, delivery: Delivery, job_id: str, take: str | None) -> Delivery | None:
+        """Count `delivery`; itself if `take` holds the continuation it queued."""
         self.stats.deliveries[delivery.outcome] += 1
         log.info(
             "event %d (job %s) → session %s call %s: %s",
@@ -355,12 +362,14 @@ class Worker:
             delivery.outcome,
         )  # fmt: skip
         run = delivery.continuation
-        return run if run is not None and take and run.lease_owner == take else None
+        return delivery if run is not None and take and run.lease_owner == take else None
 
-    async def _run(self, run: RunRecord, owner: str) -> None:
+    async def _run(self, run: RunRecord, owner: str, inputs: TurnInputs | None = None) -> None:
+        """Run the held `run` (`inputs`: what it reads, if its deliverer read it)."""
         try:
             recipe = await self._sessions.recipe(run.session_id)
-            inputs = await asyncio.to_thread(self.store.turn_inputs, run)
+            if inputs is None:
+                inputs = await asyncio.to_thread(self.store.turn_inputs, run)
             request = request_from(run, inputs.requested)
             # the very agent the session defines, with the limits its request was given
             with importing_user_code():
@@ -405,7 +414,7 @@ class Worker:
         self.stats.runs[turn.run.status] += 1
         log.info("run %s (%s) of session %s: %s", run.id, run.kind, run.session_id, turn.run.status)
 
-    async def _job(self, job: JobRecord, owner: str) -> RunRecord | None:
+    async def _job(self, job: JobRecord, owner: str) -> Delivery | None:
         """Run `job`; its result is delivered in the same transaction that ends it when
         its call is awaited, and the continuation that queues, if ours, is returned."""
         spec = await self._tool_for(job)
