@@ -145,6 +145,7 @@ _CLAIM = claim_of(
         "started_at": func.coalesce(t.jobs.c.started_at, NOW),
         "updated_at": NOW,
     },
+    vetted=("status", "retry_safe", "attempts", "max_attempts"),
 )
 
 

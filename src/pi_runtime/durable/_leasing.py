@@ -71,6 +71,7 @@ def claim_of(
     oldest: ColumnElement[Any],
     still: ColumnElement[bool] | None = None,
     values: Mapping[str, Any] | None = None,
+    vetted: Sequence[str] = (),
 ) -> Claim:
     """Build a claim on `table`'s `oldest`-first `claimable` rows (compared with `NOW`).
 
@@ -78,11 +79,15 @@ def claim_of(
         still: what the row must still satisfy when taken (default: `claimable`).
         values: more columns the take sets (e.g. `started_at`), as constants or
             expressions over `NOW`.
+        vetted: the columns a candidate is vetted by, besides `id` (a candidate is read
+            with those only; the row taken comes back whole).
     """
     # Only as many rows as the claimer has owners for: locking more would hide the rest
-    # from other claimers.
-    pick = select(table).where(claimable).order_by(oldest).limit(_LIMIT)
-    past = select(table).where(claimable, table.c.id.not_in(_PASSED)).order_by(oldest)
+    # from other claimers. Only the columns the vetting reads: the database driver makes
+    # an object per column of every result, found rows or none.
+    columns = [table.c.id, *(table.c[name] for name in vetted)]
+    pick = select(*columns).where(claimable).order_by(oldest).limit(_LIMIT)
+    past = select(*columns).where(claimable, table.c.id.not_in(_PASSED)).order_by(oldest)
     past = past.limit(_LIMIT)
     take = (
         table.update()

@@ -132,6 +132,7 @@ _CLAIM = claim_of(
     CLAIMABLE_RUNS,
     oldest=t.runs.c.created_at,
     values={"status": "running", "started_at": func.coalesce(t.runs.c.started_at, NOW)},
+    vetted=("session_id",),
 )
 
 
