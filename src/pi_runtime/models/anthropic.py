@@ -34,6 +34,7 @@ from ..messages import (
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
 from ._client import LoopBoundClient
 from ._deltas import AnswerSize, parse_arguments
+from ._malformed import malformed, plain, token_count, usage_of, wrong
 from ._repair import repairs_text
 from .base import (
     ModelRequest,
@@ -144,9 +145,10 @@ class AnthropicModel:
                             event = await anext(events)
                     except StopAsyncIteration:
                         break
-                    if event.type != "ping":
+                    data = plain(event)
+                    if not (isinstance(data, dict) and data.get("type") == "ping"):
                         deadline = _next_deadline(self._timeout_s)
-                    for out in state.feed(event.to_dict(mode="json")):
+                    for out in state.feed(data):
                         yield out
         except Exception as exc:
             raise classify_provider_error(exc, provider=PROVIDER) from exc
@@ -168,7 +170,13 @@ class AnthropicModel:
 
 
 class _StreamState:
-    """Folds Messages API stream events into deltas and, at the end, one response."""
+    """Folds Messages API stream events into deltas and, at the end, one response.
+
+    Events are read as the JSON they came as, each field checked before use: one of the
+    wrong shape ends the call with an error naming it. Blocks of a type Pi does not know
+    (newer ones) stay in the raw payload only; a null text is empty; a tool_use `input`
+    given as a string is read as the JSON text of the arguments (the gate checks them).
+    """
 
     def __init__(self) -> None:
         self.message: dict[str, Any] = {}
@@ -181,48 +189,87 @@ class _StreamState:
         self.pieces: dict[tuple[int, str], list[str]] = {}
         self.size = AnswerSize(PROVIDER)
 
-    def feed(self, event: dict[str, Any]) -> list[StreamEvent]:
+    def feed(self, event: object) -> list[StreamEvent]:
+        if not isinstance(event, dict):
+            raise wrong(PROVIDER, "an event of the stream", event, "an object")
         kind = event.get("type")
         if kind == "message_start":
-            self.message = {**event["message"], "content": []}
+            message = event.get("message")
+            if not isinstance(message, dict):
+                raise wrong(PROVIDER, "message_start's message", message, "an object")
+            self.message = {**message, "content": [], "usage": usage_of(message.get("usage"))}
         elif kind == "content_block_start":
-            index, block = event["index"], dict(event["content_block"])
-            self.blocks[index] = block
-            if block["type"] == "tool_use":
-                self.call_index[index] = len(self.call_index)
-                self.partial_json[index] = []
-                return [
-                    ToolCallDelta(index=self.call_index[index], id=block["id"], name=block["name"])
-                ]
-            if block["type"] == "text" and block.get("text"):
-                return [TextDelta(text=block["text"])]
+            return self._start(_index_of(event), event.get("content_block"))
         elif kind == "content_block_delta":
-            return self._delta(event["index"], event["delta"])
+            index = _index_of(event)
+            if index not in self.blocks:
+                raise malformed(PROVIDER, f"content block {index} has a delta but no start")
+            delta = event.get("delta")
+            if not isinstance(delta, dict):
+                raise wrong(PROVIDER, f"the delta of content block {index}", delta, "an object")
+            return self._delta(index, delta)
         elif kind == "message_delta":
             delta = event.get("delta") or {}
+            if not isinstance(delta, dict):
+                raise wrong(PROVIDER, "message_delta's delta", delta, "an object")
             self.message.update({k: v for k, v in delta.items() if v is not None})
             usage = self.message.setdefault("usage", {})
-            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+            usage.update({k: v for k, v in usage_of(event.get("usage")).items() if v is not None})
         elif kind == "message_stop":
             self.stopped = True
         return []
 
+    def _start(self, index: int, block: object) -> list[StreamEvent]:
+        if not isinstance(block, dict):
+            raise wrong(PROVIDER, f"content block {index}", block, "an object")
+        block = dict(block)
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            raise wrong(PROVIDER, f"the type of content block {index}", kind, "a string")
+        for key in _TEXT_FIELDS.get(kind, ()):
+            value, where = block.get(key), f"the {key} of content block {index} ({kind})"
+            if value is not None and not isinstance(value, str):
+                raise wrong(PROVIDER, where, value, "a string")
+            if not value and kind == "tool_use":
+                raise malformed(PROVIDER, f"content block {index} (tool_use) has no {key}")
+            if key in block:
+                block[key] = value or ""  # null: none yet
+        if kind == "tool_use" and not isinstance(block.get("input"), dict | str | None):
+            where = f"the input of content block {index} (tool_use)"
+            raise wrong(PROVIDER, where, block["input"], "an object")
+        self.blocks[index] = block
+        if kind == "tool_use":
+            self.call_index[index] = len(self.call_index)
+            self.partial_json[index] = []
+            return [ToolCallDelta(index=self.call_index[index], id=block["id"], name=block["name"])]
+        if kind == "text" and block.get("text"):
+            return [TextDelta(text=block["text"])]
+        return []
+
     def _delta(self, index: int, delta: dict[str, Any]) -> list[StreamEvent]:
         kind = delta.get("type")
+        key = _DELTA_FIELDS.get(kind) if isinstance(kind, str) else None
+        if key is None:
+            return []  # citations and deltas of newer block types stay in the raw payload only
+        piece = delta.get(key)
+        if piece is not None and not isinstance(piece, str):
+            raise wrong(PROVIDER, f"the {key} of a {kind} (block {index})", piece, "a string")
+        if not piece:
+            return []
         if kind == "text_delta":
-            self._piece(index, "text", delta["text"])
-            return [TextDelta(text=delta["text"])]
+            self._piece(index, "text", piece)
+            return [TextDelta(text=piece)]
         if kind == "thinking_delta":
-            self._piece(index, "thinking", delta["thinking"])
-            return [ThinkingDelta(text=delta["thinking"])]
+            self._piece(index, "thinking", piece)
+            return [ThinkingDelta(text=piece)]
         if kind == "signature_delta":
-            self._piece(index, "signature", delta["signature"])
-        elif kind == "input_json_delta" and delta.get("partial_json"):
-            self.partial_json[index].append(self.size.add(delta["partial_json"]))
-            return [
-                ToolCallDelta(index=self.call_index[index], arguments_delta=delta["partial_json"])
-            ]
-        return []  # citations and deltas of newer block types stay in the raw payload only
+            self._piece(index, "signature", piece)
+            return []
+        if index not in self.call_index:
+            what = f"content block {index} ({self.blocks[index]['type']})"
+            raise malformed(PROVIDER, f"an input_json_delta came for {what}, not a tool_use")
+        self.partial_json[index].append(self.size.add(piece))
+        return [ToolCallDelta(index=self.call_index[index], arguments_delta=piece)]
 
     def _piece(self, index: int, key: str, piece: str) -> None:
         self.pieces.setdefault((index, key), []).append(self.size.add(piece))
@@ -251,7 +298,10 @@ class _StreamState:
                 signature = REDACTED_THINKING_PREFIX + block.get("data", "")
                 content.append(ThinkingBlock(text="", signature=signature))
             elif block["type"] == "tool_use":
-                raw = "".join(self.partial_json[index]) or json.dumps(block.get("input") or {})
+                given = block.get("input") or {}
+                raw = "".join(self.partial_json[index]) or (
+                    given if isinstance(given, str) else json.dumps(given)
+                )
                 arguments = parse_arguments(raw)
                 block["input"] = arguments if arguments is not None else raw
                 content.append(
@@ -264,21 +314,44 @@ class _StreamState:
                     )
                 )
         usage = self.message.get("usage") or {}
-        read = usage.get("cache_read_input_tokens") or 0
-        written = usage.get("cache_creation_input_tokens") or 0
-        model = self.message.get("model") or requested_model
+        read = token_count(usage.get("cache_read_input_tokens"))
+        written = token_count(usage.get("cache_creation_input_tokens"))
+        model = self.message.get("model")
+        model = model if isinstance(model, str) and model else requested_model
         return ModelResponse(
             content=tuple(content),
             finish_reason="length" if truncated else "tool_calls" if has_calls else "stop",
             # input counts every prompt token (as OpenAI's does); cached = read from cache
             usage=Usage(
-                input_tokens=(usage.get("input_tokens") or 0) + read + written,
-                output_tokens=usage.get("output_tokens") or 0,
+                input_tokens=token_count(usage.get("input_tokens")) + read + written,
+                output_tokens=token_count(usage.get("output_tokens")),
                 cached_tokens=read,
             ),
             model=f"{PROVIDER}:{model}",
             raw={**self.message, "content": raw_blocks},
         )
+
+
+# the string fields of each known block type (a tool_use's must be there), and of each delta
+_TEXT_FIELDS = {
+    "text": ("text",),
+    "thinking": ("thinking", "signature"),
+    "redacted_thinking": ("data",),
+    "tool_use": ("id", "name"),
+}
+_DELTA_FIELDS = {
+    "text_delta": "text",
+    "thinking_delta": "thinking",
+    "signature_delta": "signature",
+    "input_json_delta": "partial_json",
+}
+
+
+def _index_of(event: dict[str, Any]) -> int:
+    index = event.get("index")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise wrong(PROVIDER, f"{event['type']}'s index", index, "a number")
+    return index
 
 
 def _import_sdk() -> Any:

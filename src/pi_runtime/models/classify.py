@@ -11,6 +11,7 @@ reads those. It keeps working when an SDK is absent or changes its import path.
 | 401/403                                   | no        | which key variable to check    |
 | 402, 429 `insufficient_quota`, billing    | no        | the account's plan or credit   |
 | 400/404/413/422, context too long         | no        | which setting to change        |
+| a stream event that is not JSON           | no        | that the answer is malformed   |
 
 Provider bodies and exception strings echo keys and credentialed URLs back: every message
 is redacted (`messages.redact`) before it leaves, and before it is cut to length, so a key
@@ -21,12 +22,14 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import json
 import time
 from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import ModelError
 from ..messages import redact
+from ._malformed import malformed, one_line
 
 __all__ = ["API_KEY_VARIABLES", "classify_provider_error", "retry_after_seconds"]
 
@@ -86,6 +89,8 @@ def classify_provider_error(exc: BaseException, *, provider: str) -> ModelError:
 def _classify(exc: BaseException, provider: str) -> ModelError:
     if isinstance(exc, ModelError):
         return exc
+    if isinstance(exc, json.JSONDecodeError):  # the SDK reading an event of the stream
+        return malformed(provider, f"an event of its stream is not JSON ({exc.msg})")
     status = _status_code(exc)
     if status is None or status < 400:
         # an error event inside a 200 stream carries only its type
@@ -102,12 +107,12 @@ def _classify(exc: BaseException, provider: str) -> ModelError:
             transient=True,
         )
     if names & _CONNECTION_CLASSES or isinstance(exc, ConnectionError):
-        detail = _clean(str(exc)) or type(exc).__name__
+        detail = one_line(str(exc)) or type(exc).__name__
         return ModelError(
             f"could not reach {provider} ({detail}); check the network or the base URL",
             transient=True,
         )
-    detail = _clean(str(exc))
+    detail = one_line(str(exc))
     return ModelError(
         f"{provider} call failed: {type(exc).__name__}" + (f": {detail}" if detail else "")
     )
@@ -242,14 +247,9 @@ def _error_code(exc: BaseException, body: object) -> str | None:
 def _detail(exc: BaseException, body: object) -> str:
     message = _error_object(body).get("message")
     if isinstance(message, str) and message:
-        return _clean(message)
+        return one_line(message)
     message = getattr(exc, "message", None) or str(exc)
-    return _clean(str(message))
-
-
-def _clean(text: str, limit: int = 300) -> str:
-    text = " ".join(redact(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return one_line(str(message))
 
 
 def _number(value: str | None) -> float | None:
