@@ -19,13 +19,14 @@ def test_bench_jobs_json_rows_have_the_contract_fields(
     pg_cluster: PgCluster, tmp_path: Path
 ) -> None:
     done = subprocess.run(
-        [str(PI), "bench", "jobs", "--json", "--jobs", "6", "--workers", "1",
+        [str(PI), "bench", "jobs", "--json", "--jobs", "6", "--workers", "1", "-c", "2",
          "--pg-url", pg_cluster.url(), "--out", str(tmp_path)],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["bench"] == "jobs" and result["unavailable"] == {}
+    assert result["settings"]["concurrency"] == 2  # slots per worker (they share claims)
     rows = result["rows"]
     assert [(r["backend"], r["mode"], r["workers"]) for r in rows] == [
         ("sqlite", "bare", 1), ("sqlite", "bare", 2),
@@ -60,3 +61,11 @@ def test_bench_jobs_refuses_an_unknown_backend(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2 and "--backends" in done.stderr
+
+
+def test_bench_jobs_refuses_no_slots(tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [str(PI), "bench", "jobs", "-c", "0"], capture_output=True, text=True, timeout=60,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--concurrency" in refused.stderr

@@ -147,6 +147,9 @@ def bench_jobs(
     faults: Annotated[
         bool, typer.Option("--faults/--no-faults", help="Add a pass with workers SIGKILLed.")
     ] = True,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-c", min=1, max=64, help="Slots per worker.")
+    ] = 1,
     pg_url: Annotated[
         str | None,
         typer.Option("--pg-url", help="A PostgreSQL server to use (default: start a temp one)."),
@@ -168,7 +171,8 @@ def bench_jobs(
             raise ValueError
     except ValueError:
         fail(f"--workers takes counts >= 1 and --backends {', '.join(BACKENDS)}")
-    result = measure(jobs=jobs, workers=counts, backends=names, faults=faults, pg_url=pg_url)
+    result = measure(jobs=jobs, workers=counts, backends=names, faults=faults, pg_url=pg_url,
+                     concurrency=concurrency)  # fmt: skip
     result["files"] = [str(p) for p in write_files(result, out)]
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
