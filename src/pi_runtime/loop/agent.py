@@ -63,6 +63,7 @@ from .escalation import EscalateHook, Escalation, escalate_run
 from .guarding import checked_guardrails
 from .guards import Limits
 from .plan import Composition, Mode
+from .pool import too_deep
 from .run_result import RunResult, status_of, usage_source
 from .runner import Driver
 from .state import RunState
@@ -345,6 +346,8 @@ class Agent(Decisions):
         live = _live.put_nowait if _live is not None else None
         # started inside another run's tool call: a child, inside what is left of its budget
         parent = current_call()
+        if parent is not None and (problem := too_deep(parent.scope)) is not None:
+            raise UserError(problem)  # an agent delegating to itself, say: a tool error
         limits = self.limits if parent is None else bounded(self.limits, parent.scope)
         # OpenTelemetry export, when on, sees each event before `live` does (else: `live`)
         listener = otel.listener(live, history, self.definition.source if self.definition else None)
@@ -392,6 +395,7 @@ class Agent(Decisions):
             request_elapsed_s=request_elapsed_s,
             run_id=run_id,
             guardrails=self.guardrails,
+            outer=parent.scope if parent else None,
         )
         started = time.perf_counter()
         recorder.emit(

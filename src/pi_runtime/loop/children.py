@@ -3,7 +3,8 @@
 Three rules tie them together (the scope they share is `tools.scope`):
 
 - **one budget**: the child's limits are the tighter of its own and what is left of the
-  parent's request: tokens, cost and wall clock (`bounded`);
+  parent's request: tokens, cost and wall clock (`bounded`). The children of one turn
+  share that remainder, and draw each model call from it as they make it (`pool`);
 - **one bill**: the child's usage is added to the parent's when the tool calls of the
   turn are done, before the parent's guards look (`charged`), and kept on the tool
   result, so a continuation reading the spend back from the conversation counts it;
@@ -22,6 +23,7 @@ from ..observe import ChildRun, Event
 from ..tools import ToolOutcome
 from ..tools.scope import CallContext, Charge, RunScope
 from .guards import Limits
+from .pool import TurnScope, depth_of
 from .state import RunState, evolve
 
 if TYPE_CHECKING:
@@ -35,8 +37,16 @@ _CLOCK_MARGIN_S = 1.0
 the child stops on its own and the parent still hears how it ended."""
 
 
-def scope_for(limits: Limits, state: RunState, *, run_id: str, elapsed_s: float) -> RunScope:
-    """What is left of the request `state` belongs to, for the tool calls about to run."""
+def scope_for(
+    limits: Limits,
+    state: RunState,
+    *,
+    run_id: str,
+    elapsed_s: float,
+    outer: RunScope | None = None,
+) -> TurnScope:
+    """What is left of the request `state` belongs to, for the tool calls about to run;
+    `outer` is the scope of the call the run itself runs in."""
     tokens = None
     if limits.token_budget is not None:
         tokens = limits.token_budget - state.request_tokens
@@ -47,7 +57,14 @@ def scope_for(limits: Limits, state: RunState, *, run_id: str, elapsed_s: float)
     deadline = None
     if limits.wall_clock_s is not None:
         deadline = time.monotonic() + limits.wall_clock_s - elapsed_s
-    return RunScope(run_id=run_id, tokens_left=tokens, cost_left=cost, deadline=deadline)
+    return TurnScope(
+        run_id=run_id,
+        tokens_left=tokens,
+        cost_left=cost,
+        deadline=deadline,
+        outer=outer,
+        depth=depth_of(outer),
+    )
 
 
 def bounded(limits: Limits, scope: RunScope) -> Limits:

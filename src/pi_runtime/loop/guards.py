@@ -175,9 +175,8 @@ def check_guards(
     detail = detect_loop(actions, limits)
     if detail:
         return "loop_detected", detail, "loop_detected"
-    if consecutive_errors >= limits.max_consecutive_errors:
-        detail = f"{consecutive_errors} tool calls failed in a row"
-        return "consecutive_errors", detail, "consecutive_errors"
+    # a spent budget before errors in a row: sub-agents stopped by the budget they share
+    # fail together, and the budget is why
     if limits.token_budget is not None and total_tokens > limits.token_budget:
         detail = f"{total_tokens} tokens used of a budget of {limits.token_budget}"
         return "token_budget", detail, "token_budget"
@@ -186,6 +185,9 @@ def check_guards(
         # no stop reason of its own: the token budget's is the budget one (wire names)
         detail = f"${cost_usd:.6f} spent of a cost budget of ${budget:g}"
         return "token_budget", detail, "cost_budget"
+    if consecutive_errors >= limits.max_consecutive_errors:
+        detail = f"{consecutive_errors} tool calls failed in a row"
+        return "consecutive_errors", detail, "consecutive_errors"
     if limits.wall_clock_s is not None and elapsed_s > limits.wall_clock_s:
         detail = f"{elapsed_s:.1f}s elapsed of {limits.wall_clock_s:g}s"
         return "wall_clock", detail, "wall_clock"

@@ -7,13 +7,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
-from typing import Any, Literal
+from typing import Any
 
 from ..context import ContextBuilder
 from ..contract import OutputContract
 from ..exceptions import ModelError
 from ..guardrails import Guardrails
-from ..messages import AssistantMessage, ToolCall, Usage, redact, repair_text
+from ..messages import AssistantMessage, ToolCall, redact, repair_text
 from ..messages.canonical import action_hash
 from ..models import (
     Model,
@@ -22,7 +22,6 @@ from ..models import (
     OutputFormat,
     ToolDefinition,
 )
-from ..models.pricing import cost_usd
 from ..observe import (
     ContractChecked,
     Event,
@@ -41,6 +40,8 @@ from .call_ids import CallIds
 from .children import charged, scope_for
 from .guarding import screen_input, screen_output, unchecked_answer_withheld
 from .guards import Limits
+from .metering import metered
+from .pool import admit
 from .state import RunState
 
 Emit = Callable[[Event], None]
@@ -79,6 +80,8 @@ class Driver:
     run_id: str = ""
     scope: RunScope | None = None
     """What is left of the budget while tool calls run; child runs charge to it."""
+    outer: RunScope | None = None
+    """A child run's parent's scope: its model calls are drawn from it (`pool`)."""
     guardrails: Guardrails | None = None
     """Input and output checks (tool checks are the gate's)."""
     call_ids: CallIds | None = None
@@ -142,7 +145,9 @@ class Driver:
         # hashed once here for both the breakers and ACT's loop detection
         digests = tuple(action_hash(c.name, c.arguments, c.raw) for c in calls)
         elapsed = time.perf_counter() - self.started + self.request_elapsed_s
-        self.scope = scope = scope_for(self.limits, state, run_id=self.run_id, elapsed_s=elapsed)
+        self.scope = scope = scope_for(
+            self.limits, state, run_id=self.run_id, elapsed_s=elapsed, outer=self.outer
+        )
         with run_scope(scope):
             outcomes = await self._run_tools(state, calls, digests)
         self.scope = None
@@ -218,6 +223,9 @@ class Driver:
             output=self.output_format,
         )
         input_tokens = built.total_tokens
+        hold = admit(state, self.outer, input_tokens, self.model.name)
+        if isinstance(hold, tuple):  # a child whose siblings have spent what it shares
+            return self._apply(hold)
         self.emit(
             ModelRequested(
                 turn=state.turns,
@@ -231,9 +239,11 @@ class Driver:
                 prompt=self.prompt,
             )
         )
-        response = await self._call_model(request, state.steps + 1, input_tokens)
-        if isinstance(response, str):
-            return self._apply(t.model_failed(state, response))
+        with hold:  # siblings see this call's input at once, and its usage when it ends
+            response = await self._call_model(request, state.steps + 1, input_tokens)
+            if isinstance(response, str):
+                return self._apply(t.model_failed(state, response))
+            hold.spent(response.usage)
         calls = response.tool_calls
         if calls:
             if self.call_ids is None:
@@ -327,7 +337,7 @@ class Driver:
                 return message
             latency = (time.perf_counter() - began) * 1000
             answer = t.within_output_limit(response.to_message())
-            usage, source = self._usage(answer, counted_input)
+            usage, source = metered(answer, counted_input, self.builder, self.model.name)
             if usage is not answer.usage:  # the provider's own figures: nothing to replace
                 answer = replace(answer, usage=usage)
             self.emit(
@@ -344,44 +354,7 @@ class Driver:
             )
             return answer
 
-    def _usage(
-        self, answer: AssistantMessage, counted_input: int
-    ) -> tuple[Usage, Literal["provider", "counted"]]:
-        """The call's usage: the provider's figures, Pi's own count for any it left out,
-        and its price (`models.pricing`; None when unknown).
-
-        Some servers report nothing (scripted models), or nothing of the input
-        (llama-cpp-python's server when streaming): a zero where there must have been
-        tokens is taken as unreported. `counted` says at least one figure is Pi's.
-        """
-        usage = answer.usage
-        reported = (usage.input_tokens, usage.output_tokens)
-        # a figure that is no count of tokens (a string, a negative, a float) is none
-        input_tokens, output_tokens = _figure(reported[0]), _figure(reported[1])
-        if input_tokens <= 0:
-            input_tokens = counted_input
-        if output_tokens <= 0 and answer.content:
-            output_tokens = self.builder.count_answer(answer)
-        counted = (input_tokens, output_tokens) != reported
-        cached = _figure(usage.cached_tokens)
-        if counted or cached != usage.cached_tokens:
-            usage = replace(
-                usage, input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached
-            )
-        cost = cost_usd(self.model.name, usage)
-        if cost != usage.cost_usd:
-            usage = replace(usage, cost_usd=cost)
-        return usage, "counted" if counted else "provider"
-
     def _delay(self, attempt: int, retry_after_s: float | None) -> float:
         if retry_after_s is not None:
             return max(0.0, retry_after_s)
         return backoff(attempt, base_s=self.retry_base_s, max_s=float("inf"))
-
-
-_MOST_TOKENS = 10**12
-
-
-def _figure(value: object) -> int:
-    """A usage figure as a provider reported it, if it is a count of tokens; else 0."""
-    return value if type(value) is int and 0 <= value <= _MOST_TOKENS else 0

@@ -34,6 +34,7 @@ from ..exceptions import SecurityViolation, ToolError, UserError
 from ..messages import Message, ToolErrorKind
 from ..tools import ToolSpec, encode_result, tool
 from ..tools.scope import current_call
+from .pool import too_deep
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -106,6 +107,13 @@ def subagent_tool(
                 hint="Write the task out in full: what to do and what to report.",
             )
         call = current_call()
+        problem = too_deep(call.scope if call is not None else None)
+        if problem is not None:
+            raise ToolError(
+                f"sub-agent {name!r} was not started: {problem}",
+                kind=ToolErrorKind.SUBAGENT_FAILED,
+                hint="Do this part yourself with your own tools, or answer with what you have.",
+            )
         parent_run = call.scope.run_id if call is not None else ""
         if memory is None:
             result = await _run(child, name, task, (), _session(name, idempotency_key))
