@@ -302,7 +302,7 @@ class Driver:
             except ModelError as exc:
                 retry = exc.transient and attempt <= self.model_retries
                 delay = self._delay(attempt, exc.retry_after_s) if retry else None
-                message = redact(exc.message)
+                message = redact(repair_text(exc.message))
                 if delay is not None and delay > self.max_retry_after_s:
                     # waiting that long would only spend the run's clock: fail now, say why
                     message = f"{message} (the provider asked to wait {delay:g}s; the limit is {self.max_retry_after_s:g}s)"

@@ -67,8 +67,9 @@ def described(value: object) -> str:
 
 
 def one_line(text: str, limit: int = 300) -> str:
-    """Provider text as one line of at most `limit` characters, redacted before the cut."""
-    text = " ".join(redact(text).split())
+    """Provider text as one line of at most `limit` characters, redacted before the cut,
+    half a surrogate pair made U+FFFD (a store or exporter would refuse the text)."""
+    text = " ".join(redact(repair_text(text)).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
