@@ -530,9 +530,11 @@ def test_model_summariser_makes_one_call_without_tools() -> None:
     assert request.messages == (UserMessage(content='- fetch({"page":1}) → rows'),)
 
 
-def test_model_summariser_keeps_the_digest_when_the_model_writes_nothing() -> None:
+def test_model_summariser_says_nothing_when_the_model_writes_nothing() -> None:
+    # not the digest it was given, which did not fit: the builder trims that instead
+    # (test_context_notes.py)
     model = ScriptedModel([{"tool_calls": [{"name": "fetch", "arguments": {"page": 1}}]}])
-    assert summarise_with(model, "the digest") == "the digest"
+    assert summarise_with(model, "the digest") == ""
 
 
 # --- scenarios through Agent -----------------------------------------------------------
@@ -672,12 +674,15 @@ def test_trace_records_how_each_context_was_built(tmp_path: Any) -> None:
 
 def test_summariser_in_a_run_is_called_once_per_dropped_prefix() -> None:
     summariser = FakeSummariser()
+    # room for the two newest pages whole (~5,400 tokens each) and the summary: a summary
+    # that does not fit the room is not sent
     budget = Budget(
-        context_window=6_000, output_reserve=500, max_result_tokens=300, digest_tokens=30
+        context_window=12_000, output_reserve=500, max_result_tokens=300, digest_tokens=30
     )
     _, result = run_pages(10, budget, summariser=summariser)
     summarised = [e for e in requested(result) if "summary" in e.context["steps"]]
     assert summarised
+    assert not any(e.context["over_budget"] for e in requested(result))
     prefixes = {json.dumps(e.context["dropped"]) for e in summarised}
     assert len(summariser.inputs) == len(prefixes)
     for event in summarised:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from durable_support import *  # noqa: F403  (the store fixtures)
 from pi_runtime import Agent, RunResult, ToolCall, ToolResultMessage, tool
 from pi_runtime.context import Budget, ContextBuilder
@@ -26,7 +28,7 @@ from pi_runtime.loop import run_blocking
 from pi_runtime.messages import AssistantMessage, Message, TextBlock, UserMessage
 from pi_runtime.models import ModelRequest, ToolDefinition
 from pi_runtime.observe import ModelRequested, read_trace
-from pi_runtime.testing import FunctionModel, ScriptedModel
+from pi_runtime.testing import FunctionModel, ScriptedModel, text
 from pi_runtime.tools import ToolSpec
 
 
@@ -130,14 +132,55 @@ def test_no_digest_before_a_new_user_turn_or_without_an_answer() -> None:
     ]  # fmt: skip
     assert consumed_results(stopped, 7) == [5]
     assert build(stopped, anchor=7).digested == (5,)
-    # a runtime-added user turn (a contract repair) is not a new request
+    # a contract repair turn is not a new request, and the answer after it may be one the
+    # contract refused again (the run ending `contract_violation`): the conversation
+    # cannot tell, so a repaired request keeps its results
     repaired: list[Message] = [
         UserMessage(content="page 1?"), call(1), result(1), answer("not json"),
-        UserMessage(content="fix it", origin="runtime"), answer("{}"),
+        UserMessage(content="fix it", origin="contract_repair"), answer("{}"),
         UserMessage(content="page 2?"),
     ]  # fmt: skip
-    assert consumed_results(repaired, 6) == [2]
+    assert consumed_results(repaired, 6) == []
+    assert consumed_results([*repaired, call(2), result(2), answer("{}"), UserMessage(content="3?")], 10) == [8]  # fmt: skip
     assert build(stopped, anchor=7, budget=Budget(digest_consumed=False)).digested == ()
+
+
+class Answer(BaseModel):
+    answer: str
+
+
+def test_results_of_a_request_the_contract_refused_are_sent_whole_next_time() -> None:
+    # The first request ends `contract_violation`: its answer was refused three times.
+    # The next question asks again; the model needs the page it read, not a digest of it.
+    model = ScriptedModel([
+        {"tool_calls": [{"name": "read_page", "arguments": {"n": 1}}]},
+        text("not json"), text("still not json"), text("nope"),
+        text('{"answer": "42"}'),
+    ])  # fmt: skip
+    agent = Agent(model, tools=[read_page], output=Answer, trace_dir=False)
+    refused = agent.run_sync("What does page 1 say?")
+    assert refused.stop_reason == "contract_violation"
+
+    again = agent.run_sync("Try again, please.", history=refused.messages)
+
+    assert again.stop_reason == "final_answer"
+    read_id = next(m.tool_call_id for m in refused.messages if isinstance(m, ToolResultMessage))
+    assert results_sent(model.requests[-1])[read_id] == page_text(1)
+    assert requested(again)[0].context["digested"] == []
+
+
+def test_results_of_a_request_the_contract_accepted_become_digests() -> None:
+    model = ScriptedModel([
+        {"tool_calls": [{"name": "read_page", "arguments": {"n": 1}}]},
+        text('{"answer": "42"}'), text('{"answer": "43"}'),
+    ])  # fmt: skip
+    agent = Agent(model, tools=[read_page], output=Answer, trace_dir=False)
+    first = agent.run_sync("What does page 1 say?")
+
+    agent.run_sync("And what else?", history=first.messages)
+
+    read_id = next(m.tool_call_id for m in first.messages if isinstance(m, ToolResultMessage))
+    assert f"result:{read_id}" in results_sent(model.requests[-1])[read_id]
 
 
 def test_a_small_result_stays_whole_when_its_digest_would_cost_more() -> None:

@@ -1,15 +1,8 @@
 """Context: what the model reads each turn — prompts, token counts, the layered builder."""
 
 from .budget import Budget
-from .builder import (
-    BuiltContext,
-    ContextBuilder,
-    MemoryLayer,
-    ModelSummariser,
-    Summariser,
-    message_text,
-    model_summariser,
-)
+from .builder import BuiltContext, ContextBuilder, MemoryLayer
+from .note import message_text
 from .presets import INJECTION_REPLY, PRESETS, Preset
 from .prompt import (
     OUTPUT_DISCIPLINE,
@@ -22,6 +15,7 @@ from .prompt import (
     tool_summary,
 )
 from .roles import ROLES, Role, RolePrompt, render_role
+from .summary import ModelSummariser, Summariser, model_summariser
 from .templates import PromptTemplate, load_template
 from .tokens import TokenizerUnavailable, count_tokens
 

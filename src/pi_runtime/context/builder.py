@@ -17,7 +17,9 @@ step first (seed 001 §6):
    user message) leave the request; a digest line per dropped tool call keeps its name, key
    arguments and the head of its result;
 3. `summary` — if the digest itself does not fit, a summariser (a model call) condenses it,
-   once per dropped prefix; without one, the oldest digest lines go.
+   once per dropped prefix; without one, the oldest digest lines go. A summary that is
+   empty, failed or does not fit the room left gives way to that trimmed digest
+   (`summary_fallback` says why), so a summariser never takes the request over budget.
 
 Token counts are cached per message index, so building turn N counts only new messages.
 The fixed layers' counts (system prompt, tool definitions, runtime block) are also kept
@@ -27,33 +29,23 @@ for the process, so a short run does not tokenize the same prompt again.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ..memo import ByIdentity, chars, small_texts
-from ..messages import (
-    AssistantMessage,
-    Message,
-    TextBlock,
-    ThinkingBlock,
-    ToolCall,
-    ToolResultMessage,
-    UserMessage,
-    quick_init,
-)
-from ..models import Model, ModelRequest, ModelSettings, ToolDefinition
+from ..messages import Message, ToolResultMessage, Usage, UserMessage, quick_init
+from ..models import ToolDefinition
 from .budget import DEFAULT_CONTEXT_WINDOW, Budget
 from .consumed import Digests
-from .templates import load_template
+from .note import Notes, digest_lines, ranges, units
+from .note import message_text as message_text  # where it was always imported from
+from .summary import Summariser
 from .tokens import count_tokens
-
-_NOTE_HEAD = "[Earlier in this conversation: {units} exchange(s) left out to fit the context.]"
 
 MESSAGE_OVERHEAD = 4
 """Tokens a chat format spends around each message (role markers); o200k chat ≈ 3–4."""
 
-Summariser = Callable[[str], Awaitable[str]]
 MemoryLayer = Callable[[int], str]
 """Gives the memory layer's block that fits in a number of tokens ("" for none)."""
 
@@ -78,6 +70,12 @@ class BuiltContext:
 
     over_budget: bool = False
     """The parts never compressed (system, tools, user, recent turns) alone exceed the room."""
+    summary_fallback: str | None = None
+    """Why the trimmed digest stands for the dropped turns though a summariser was asked:
+    its summary was empty, failed, or did not fit the room left."""
+    summary_usage: Usage | None = None
+    """What the summary call this build made reported spending (None: no call, or a
+    summariser that does not say). Not yet charged to the run."""
 
     @property
     def total_tokens(self) -> int:
@@ -97,57 +95,9 @@ class BuiltContext:
         }
         if self.summariser is not None:
             report["summariser"] = self.summariser
+        if self.summary_fallback is not None:
+            report["summary_fallback"] = self.summary_fallback
         return report
-
-
-def message_text(message: Message) -> str:
-    """The text of a message as a model reads it, for counting."""
-    if isinstance(message, AssistantMessage):
-        parts = []
-        for block in message.content:
-            if isinstance(block, TextBlock | ThinkingBlock):
-                parts.append(block.text)
-            elif isinstance(block, ToolCall):
-                parts.append(f"{block.name} {block.raw}")
-        return "\n".join(parts)
-    return message.content
-
-
-def _units(messages: Sequence[Message], start: int, end: int) -> list[tuple[int, int]]:
-    """[start, end) split into units: an assistant message with its tool results, or one message."""
-    units: list[tuple[int, int]] = []
-    i = start
-    while i < end:
-        j = i + 1
-        if isinstance(messages[i], AssistantMessage):
-            while j < end and isinstance(messages[j], ToolResultMessage):
-                j += 1
-        units.append((i, j))
-        i = j
-    return units
-
-
-def _digest_line(messages: Sequence[Message], unit: tuple[int, int]) -> list[str]:
-    """One line per tool call of a unit (name, arguments, result head), or the turn's text."""
-    first = messages[unit[0]]
-    results = {
-        m.tool_call_id: m
-        for m in messages[unit[0] + 1 : unit[1]]
-        if isinstance(m, ToolResultMessage)
-    }
-    if isinstance(first, AssistantMessage) and first.tool_calls:
-        lines = []
-        for call in first.tool_calls:
-            result = results.get(call.id)
-            outcome = (
-                "no result"
-                if result is None
-                else ("error " if result.is_error else "") + " ".join(result.content.split())[:120]
-            )
-            lines.append(f"- {call.name}({call.raw[:160]}) → {outcome}")
-        return lines
-    role = "user" if isinstance(first, UserMessage) else "assistant"
-    return [f"- {role}: {' '.join(message_text(first).split())[:160]}"]
 
 
 @small_texts(256, chars)
@@ -213,7 +163,7 @@ class ContextBuilder:
         self._seen: list[Message] = []
         self._sums: list[int] = [0]  # prefix sums of _counts: any total is O(1)
         self._fixed: dict[tuple[str, str], int] = {}
-        self._summaries: dict[int, str] = {}
+        self._notes = Notes(counter, summariser, self.budget.digest_tokens)
         self._tools: tuple[Sequence[ToolDefinition], str] | None = None
         self._digests = Digests(lambda m: counter(message_text(m)) + MESSAGE_OVERHEAD)
         self._anchored: tuple[Message, str, UserMessage] | None = None
@@ -348,16 +298,16 @@ class ContextBuilder:
         digested: tuple[int, ...],
     ) -> BuiltContext:
         budget = self.budget
-        units = (
-            _units(out, 0, anchor) + _units(out, anchor + 1, len(out))
+        all_units = (
+            units(out, 0, anchor) + units(out, anchor + 1, len(out))
             if anchor >= 0
-            else _units(out, 0, len(out))
+            else units(out, 0, len(out))
         )
-        protected = set(units[-budget.keep_recent :]) if budget.keep_recent else set()
+        protected = set(all_units[-budget.keep_recent :]) if budget.keep_recent else set()
         sizes = {i: counts[i] for i in range(len(out)) if i != anchor}
         steps: list[str] = ["digest_consumed"] if digested else []
         truncated: list[int] = []
-        for unit in units:
+        for unit in all_units:
             if unit in protected:
                 continue
             for i in range(*unit):
@@ -370,26 +320,28 @@ class ContextBuilder:
         total = sum(sizes.values())
         dropped: list[tuple[int, int]] = []
         digest: list[str] = []
-        for unit in units:
-            note_cost = (
-                self.counter("\n".join([_NOTE_HEAD, *digest])) + MESSAGE_OVERHEAD if dropped else 0
-            )
+        # the note's cost as the template's head has it, before it is trimmed to the room
+        cost = self._notes.cost()
+        for unit in all_units:
+            note_cost = cost.tokens() + MESSAGE_OVERHEAD if dropped else 0
             if total + note_cost <= available:
                 break  # fits, note for the dropped turns included
             if unit in protected:
                 continue
             dropped.append(unit)
-            digest += _digest_line(out, unit)
+            lines = digest_lines(out, unit)
+            digest += lines
+            cost.add(lines)
             total -= sum(sizes[i] for i in range(*unit))
-        summary = None
+        summary = note = None
         if dropped:
             steps.append("window")
             room = max(0, available - total - MESSAGE_OVERHEAD)
-            note, summarised = await self._note(digest, len(dropped), room)
-            if summarised:
+            note = await self._notes.write(digest, len(dropped), room)
+            if note.summarised:
                 steps.append("summary")
-            summary = note
-            total += self.counter(note) + MESSAGE_OVERHEAD
+            summary = note.text
+            total += note.tokens + MESSAGE_OVERHEAD
         gone = {i for a, b in dropped for i in range(a, b)}
         kept = [m for i, m in enumerate(out) if i not in gone]
         if summary is not None:
@@ -402,12 +354,14 @@ class ContextBuilder:
             anchor=anchor,
             over_budget=total > available,
             steps=tuple(steps),
-            dropped=_ranges(dropped),
+            dropped=ranges(dropped),
             truncated=tuple(truncated),
             digested=digested,
             summary=summary,
             summariser=getattr(self.summariser, "prompt", None) if "summary" in steps else None,
             window=self.window,
+            summary_fallback=None if note is None else note.fallback,
+            summary_usage=None if note is None else note.usage,
         )
 
     def _cut(self, message: ToolResultMessage, max_tokens: int) -> tuple[ToolResultMessage, int]:
@@ -419,59 +373,3 @@ class ContextBuilder:
         marker = f"\n…[cut: {size} bytes in all; full text in the run record as result:{message.tool_call_id}]"
         content = head + marker
         return replace(message, content=content), self.counter(content) + MESSAGE_OVERHEAD
-
-    async def _note(self, digest: list[str], units: int, room: int) -> tuple[str, bool]:
-        """The note standing for dropped turns, and whether a summariser wrote it."""
-        head = _NOTE_HEAD.format(units=units)
-        text = "\n".join([head, *digest])
-        limit = min(room, self.budget.digest_tokens)
-        if self.counter(text) <= limit:
-            return text, False
-        if self.summariser is not None:
-            key = len(digest)
-            if key not in self._summaries:
-                self._summaries[key] = await self.summariser(text)
-            return f"{head}\n{self._summaries[key]}", True
-        lines = list(digest)
-        while lines and self.counter("\n".join([head, *lines])) > limit:
-            lines.pop(0)  # the oldest lines go first
-        return "\n".join([head, *lines]), False
-
-
-def _ranges(units: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    merged: list[list[int]] = []
-    for a, b in units:
-        if merged and merged[-1][1] == a:
-            merged[-1][1] = b
-        else:
-            merged.append([a, b])
-    return tuple((a, b) for a, b in merged)
-
-
-class ModelSummariser:
-    """A summariser that asks a model (one call, only when the digest does not fit),
-    under the `summariser@1` template; `prompt` is that template's name, version and
-    sha256, which the build report records beside the summary it wrote."""
-
-    def __init__(self, model: Model, *, max_tokens: int = 400) -> None:
-        template = load_template("summariser")
-        self.model = model
-        self.max_tokens = max_tokens
-        self.system = template.render({})
-        self.prompt = template.ref
-
-    async def __call__(self, text: str) -> str:
-        request = ModelRequest(
-            system=self.system,
-            messages=(UserMessage(content=text),),
-            tool_choice="none",
-            settings=ModelSettings(max_tokens=self.max_tokens),
-        )
-        response = await self.model.complete(request)
-        written = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
-        return written or text
-
-
-def model_summariser(model: Model, *, max_tokens: int = 400) -> Summariser:
-    """A summariser that asks `model` (one call, only when the digest does not fit)."""
-    return ModelSummariser(model, max_tokens=max_tokens)

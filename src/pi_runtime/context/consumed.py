@@ -7,10 +7,22 @@ stale data. So at each new user turn each such result shrinks to its digest: the
 its text, its size and the reference to the full text in the run record. The tool call
 and its result stay paired, so every provider still accepts the conversation.
 
-Only requests before the current one are touched, and only those that ended in an answer
-(a request a guard stopped, or one still awaiting a job, keeps its results). A digest
-depends on its result alone, so the digested history is the same bytes on every later
-request and a provider's prompt cache keeps it.
+Only requests before the current one are touched, and only those whose answer was
+accepted (a request a guard stopped, one still awaiting a job, or one whose answer the
+output contract refused, keeps its results: the next question may well be to try again).
+A digest depends on its result alone, so the digested history is the same bytes on every
+later request and a provider's prompt cache keeps it.
+
+The conversation is all the builder is given, and it does not say how a request ended.
+What it does say: a request ends on an assistant message without tool calls when the
+model answered, and the runtime adds a `contract_repair` user turn each time the output
+contract refuses an answer. A request that ran out of repairs ends on a refused answer
+after its last repair turn, just as a repaired one ends on an accepted answer after it:
+the two read the same. So an answer counts as accepted only when no repair turn came
+before it in its request; a repaired request keeps its results whole, which costs
+tokens, where a digest of a refused request's results would cost the model the data it
+needs to try again. (A contract allowing no repairs refuses its first answer without a
+trace in the conversation: that request still reads as answered.)
 """
 
 from __future__ import annotations
@@ -37,23 +49,27 @@ def digest_result(message: ToolResultMessage) -> ToolResultMessage:
 
 
 def consumed_results(messages: Sequence[Message], anchor: int) -> list[int]:
-    """Indices of the tool results, before `anchor`, of requests that ended in an answer.
+    """Indices of the tool results, before `anchor`, of requests whose answer was accepted.
 
-    A request runs from a user-written turn to the next; it ended in an answer when its
-    last message is an assistant message without tool calls.
+    A request runs from a user-written turn to the next; its answer was accepted when its
+    last message is an assistant message without tool calls and the output contract never
+    sent a repair turn in it (see the module for why a repaired request does not count).
     """
     consumed: list[int] = []
     results: list[int] = []
+    repaired = False
     end = max(0, anchor)
     for i in range(end):
         message = messages[i]
         if isinstance(message, ToolResultMessage):
             results.append(i)
-        last = i + 1 == end
-        if results and (last or _starts_request(messages[i + 1])):
-            if isinstance(message, AssistantMessage) and not message.tool_calls:
+        elif isinstance(message, UserMessage) and message.origin == "contract_repair":
+            repaired = True
+        if i + 1 == end or _starts_request(messages[i + 1]):
+            answered = isinstance(message, AssistantMessage) and not message.tool_calls
+            if answered and not repaired:
                 consumed += results
-            results = []
+            results, repaired = [], False
     return consumed
 
 
