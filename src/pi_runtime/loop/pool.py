@@ -90,6 +90,8 @@ class Hold:
 
     def spent(self, usage: Usage) -> None:
         """The call returned, having spent `usage`: draw that in place of the hold."""
+        if self.outer is None:
+            return  # a top-level run's call: its own guards count it
         with _LOCK:
             self._release()
             for scope in _chain(self.outer):
@@ -117,11 +119,15 @@ class Hold:
                 self._release()
 
 
+_UNHELD = Hold(_done=True)
+"""The hold of a top-level run's calls: nothing above them to draw from."""
+
+
 def admit(state: RunState, outer: RunScope | None, tokens: int, model: str) -> Hold | t.Step:
     """A hold on `tokens` of input for the run's next model call, or the budget stop when
     a scope above the run (`outer` and up) is overdrawn, the calls running counted."""
     if outer is None:
-        return Hold(_done=True)  # a top-level run: its own guards bound it
+        return _UNHELD  # a top-level run: its own guards bound it
     with _LOCK:
         chain = tuple(_chain(outer))
         for scope in chain:
