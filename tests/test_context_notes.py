@@ -277,3 +277,42 @@ def test_a_run_whose_summary_call_fails_or_writes_nothing_goes_on_within_its_bud
     assert summary_calls and len(fallbacks) >= len(summary_calls)
     assert all(not e.context["over_budget"] and e.input_tokens <= 7_500 for e in requests)
     assert not any("summary" in e.context["steps"] for e in requests)
+
+
+def test_a_summary_calls_usage_is_billed_to_the_run_and_counts_against_its_budget() -> None:
+    summary_calls: list[ModelRequest] = []
+    steps = iter(range(100))
+
+    def reply(request: ModelRequest) -> dict[str, Any]:
+        if request.system.startswith("Summarise") and not request.tools:
+            summary_calls.append(request)
+            return {"text": "pages so far: rows of skus", "usage": {"input_tokens": 50_000, "output_tokens": 7}}  # fmt: skip
+        n = next(steps)
+        if n < 25:
+            return {"tool_calls": [{"name": "fetch", "arguments": {"page": n + 1}}]}
+        return {"text": "done"}
+
+    budget = Budget(context_window=8_000, output_reserve=500, max_result_tokens=300, digest_tokens=100)  # fmt: skip
+
+    def run(limits: Limits) -> Any:
+        agent = Agent(FunctionModel(reply), tools=[fetch], budget=budget, summariser="model",
+                      trace_dir=False, limits=limits)  # fmt: skip
+        return agent.run_sync("Read pages 1 to 25.")
+
+    result = run(Limits(max_steps=40))
+    assert (result.status, result.stop_reason) == ("completed", "final_answer"), result.error
+    assert len(summary_calls) >= 1
+    billed = [
+        e.context["summary_usage"]
+        for e in result.events
+        if isinstance(e, ModelRequested) and "summary_usage" in e.context
+    ]
+    assert billed == [{"input": 50_000, "output": 7}] * len(summary_calls)
+    assert result.usage.input_tokens >= 50_000 * len(summary_calls)
+    # the same run under a budget that only the summary calls take it past: stopped
+    spent_elsewhere = result.usage.total_tokens - 50_007 * len(summary_calls)
+    steps = iter(range(100))
+    summary_calls.clear()
+    stopped = run(Limits(max_steps=40, token_budget=spent_elsewhere + 1_000))
+    assert (stopped.status, stopped.stop_reason) == ("stopped", "token_budget"), stopped.error
+    assert summary_calls  # (unbilled, the same run completed within this budget)

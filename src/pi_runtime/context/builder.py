@@ -75,7 +75,7 @@ class BuiltContext:
     its summary was empty, failed, or did not fit the room left."""
     summary_usage: Usage | None = None
     """What the summary call this build made reported spending (None: no call, or a
-    summariser that does not say). Not yet charged to the run."""
+    summariser that does not say); the run adds it to its usage and budgets."""
 
     @property
     def total_tokens(self) -> int:
@@ -97,6 +97,9 @@ class BuiltContext:
             report["summariser"] = self.summariser
         if self.summary_fallback is not None:
             report["summary_fallback"] = self.summary_fallback
+        if self.summary_usage is not None:  # the run bills it with the call it preceded
+            usage = self.summary_usage
+            report["summary_usage"] = {"input": usage.input_tokens, "output": usage.output_tokens}
         return report
 
 

@@ -46,3 +46,10 @@ def metered(
 def _figure(value: object) -> int:
     """A usage figure as a provider reported it, if it is a count of tokens; else 0."""
     return value if type(value) is int and 0 <= value <= _MOST_TOKENS else 0
+
+
+def priced(usage: Usage, model: str) -> Usage:
+    """`usage` as reported, with its price when it carries none (`models.pricing`)."""
+    if usage.cost_usd is not None:
+        return usage
+    return replace(usage, cost_usd=cost_usd(model, usage))

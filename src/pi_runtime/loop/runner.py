@@ -40,9 +40,9 @@ from .call_ids import CallIds
 from .children import charged, scope_for
 from .guarding import screen_input, screen_output, unchecked_answer_withheld
 from .guards import Limits
-from .metering import metered
+from .metering import metered, priced
 from .pool import admit
-from .state import RunState
+from .state import RunState, evolve
 
 Emit = Callable[[Event], None]
 
@@ -223,6 +223,8 @@ class Driver:
             output=self.output_format,
         )
         input_tokens = built.total_tokens
+        if built.summary_usage is not None:  # the build asked a model to summarise: billed
+            state = evolve(state, usage=state.usage + priced(built.summary_usage, self.model.name))
         hold = admit(state, self.outer, input_tokens, self.model.name)
         if isinstance(hold, tuple):  # a child whose siblings have spent what it shares
             return self._apply(hold)
