@@ -139,3 +139,35 @@ def test_secret_query_values_of_relative_urls_are_redacted() -> None:
     assert redact(text) == (
         "404 for POST /v1/?api_key=[redacted]&model=m#token=[redacted] (path /a=b kept)"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a" * 5000 + "://me:pw@h/v1", "a" * 5000 + "://***@h/v1"),
+        ("x-" * 5000 + "y://me:pw@h?key=k", "x-" * 5000 + "y://***@h?key=[redacted]"),
+        ("git+ssh.v2://me:pw@h", "git+ssh.v2://***@h"),
+        ("_a://me:pw@h", "_a://me:pw@h"),  # no word start, no scheme: as ever, not a URL
+        ("1-http://me:pw@h", "1-http://***@h"),
+        (
+            f"http://me:pw@{'h' * 50_000}.io/?token=t",
+            f"http://***@{'h' * 50_000}.io/?token=[redacted]",
+        ),
+    ],
+)
+def test_credentialed_urls_with_long_schemes_and_hosts_are_redacted(
+    text: str, expected: str
+) -> None:
+    assert redact(text) == expected
+
+
+def test_a_hostile_error_body_is_redacted_in_linear_time() -> None:
+    # `re` tried the URL pattern from every word start of "a-a-a-…": 1.4 s for 64 KB, each
+    # doubling of the text four times longer; these 4 MB would take hours. (A provider's
+    # error body is redacted whole, before it is clipped, on the server's event loop.)
+    hostile = "a-" * 2_000_000
+    assert redact(hostile + " see https://me:pw@h/?key=k") == (
+        hostile + " see https://***@h/?key=[redacted]"
+    )
+    many = "1://" * 1_000_000  # a "://" with no scheme, again and again
+    assert redact(many) is many
