@@ -31,13 +31,13 @@ class CallIds:
         """`message` (whose calls are `calls`) with each call id one the run can keep."""
         used = self.used
         fresh = {call.id for call in calls}
-        if len(fresh) == len(calls) and used.isdisjoint(fresh) and all(map(_plain, fresh)):
+        if len(fresh) == len(calls) and used.isdisjoint(fresh) and all(map(plain_call_id, fresh)):
             used |= fresh
             return message
         # the calls whose ids can stay keep them, before any id is made for the rest
         keep: set[int] = set()
         for i, call in enumerate(calls):
-            if call.id not in used and _plain(call.id):
+            if call.id not in used and plain_call_id(call.id):
                 used.add(call.id)
                 keep.add(i)
         content = []
@@ -59,7 +59,7 @@ class CallIds:
         return candidate
 
 
-def _plain(call_id: str) -> bool:
+def plain_call_id(call_id: str) -> bool:
     try:
         check_name("call id", call_id)
     except UserError:

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 if _TYPE_CHECKING:
     from ._codec import message_from_dict, message_to_dict, messages_from_list, messages_to_list
 from ._json import MAX_ARGUMENT_DEPTH, depth_within, find_non_finite, json_path, parse_object
-from ._jsonl import json_line, read_json_lines
+from ._jsonl import escape_line_breaks, json_line, read_json_lines
 from ._model import (
     STOP_STATUS,
     AssistantMessage,
@@ -69,6 +69,7 @@ __all__ = [
     "depth_within",
     "error_info_of",
     "error_text",
+    "escape_line_breaks",
     "find_non_finite",
     "has_surrogates",
     "hint_for",

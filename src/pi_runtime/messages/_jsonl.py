@@ -31,8 +31,14 @@ def json_line(value: Any) -> str:
     left that any line splitter breaks on, so the line reads back as one line anywhere.
     """
     text = json.dumps(repair_value(value), ensure_ascii=False, separators=(",", ":"))
+    return escape_line_breaks(text)
+
+
+def escape_line_breaks(json_text: str) -> str:
+    """`json_text` (any JSON) with U+0085, U+2028 and U+2029 escaped: the same JSON, on one
+    line for every line splitter (a server-sent event's `data:` line too)."""
     # These characters only occur inside JSON strings, where their escape means the same.
-    return text.translate(_LINE_BREAKS)
+    return json_text.translate(_LINE_BREAKS)
 
 
 def read_json_lines(path: str | Path) -> list[dict[str, Any]]:

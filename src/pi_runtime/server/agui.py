@@ -19,22 +19,23 @@
 | the `RunResult` | `RUN_FINISHED`: outcome `interrupt` (one per call awaiting approval), `cancelled`, or `success` with the result (no messages) — or `RUN_ERROR` for a `failed` run |
 
 A streamed call stays open until the model's message is whole: what the final arguments
-add to the streamed ones is sent then, before `TOOL_CALL_END`. As AG-UI's event order asks,
-a text message is ended before a tool call starts, and open calls are ended before text
-starts again (in a new message). A model error closes what is being streamed, so a
-retried call opens a new message. Thinking is not sent.
+add to the streamed ones is sent then, before `TOOL_CALL_END`. Calls go out under the ids
+the run keeps (`agui_calls`): one whose streamed id the run replaces is sent whole with
+the message. As AG-UI's event order asks, a text message is ended before a tool call
+starts, and open calls are ended before text starts again (in a new message). A model
+error closes what is being streamed, so a retried call opens a new message. Thinking is
+not sent.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
     EventType,
-    Interrupt,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
     RunFinishedEvent,
@@ -48,7 +49,6 @@ from ag_ui.core import (
     TextMessageStartEvent,
     TokenUsage,
     ToolCallArgsEvent,
-    ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
 )
@@ -65,20 +65,12 @@ from ..observe import (
     RunStarted,
     Transition,
 )
+from .agui_calls import StreamedCalls
+from .agui_interrupts import APPROVAL_REASON, DECISION_SCHEMA, interrupt
+
+__all__ = ["APPROVAL_REASON", "DECISION_SCHEMA", "PROTOCOL_VERSION", "AguiMapper", "event_type"]
 
 PROTOCOL_VERSION = "1.0"
-APPROVAL_REASON = "tool_approval"
-DECISION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "decision": {"enum": ["approve", "reject"]},
-        "arguments": {"type": "object", "description": "edited arguments (approve only)"},
-        "reason": {"type": "string", "description": "why (reject only; the model reads it)"},
-        "fingerprint": {"type": "string"},
-    },
-    "required": ["decision"],
-}
-"""The body `POST /v1/sessions/{id}/approvals/{call_id}` takes: an interrupt's answer."""
 
 
 class AguiMapper:
@@ -88,6 +80,8 @@ class AguiMapper:
         thread_id: the session's id as the client knows it.
         approvals_path: where a waiting call is decided, `{call_id}` filled in per call.
         clock: seconds since the epoch (event timestamps are milliseconds).
+        call_ids: the ids of the calls in the conversation before this run (the run
+            replaces a streamed id that is one of them).
     """
 
     def __init__(
@@ -96,6 +90,7 @@ class AguiMapper:
         *,
         approvals_path: str | None = None,
         clock: Callable[[], float] = time.time,
+        call_ids: Iterable[str] = (),
     ) -> None:
         self.thread_id = thread_id
         self.approvals_path = approvals_path
@@ -108,8 +103,7 @@ class AguiMapper:
         self._text: str | None = None  # the text message being streamed
         self._message: str | None = None  # the assistant message being received
         self._texted = False  # the message's text has been streamed (or part of it)
-        self._calls: dict[str, str] = {}  # streamed calls still open: id → arguments so far
-        self._closed: set[str] = set()  # streamed calls ended before the message was whole
+        self._calls = StreamedCalls(call_ids)
         self._messages = 0
         self._results: set[str] = set()
 
@@ -133,6 +127,7 @@ class AguiMapper:
             return self._delta(event)
         if isinstance(event, ModelErrorEvent):
             out = self._end_text() + self._end_calls()
+            self._calls.abandon()
             self._message, self._texted = None, False
             return out
         if isinstance(event, MessageAppended):
@@ -194,8 +189,7 @@ class AguiMapper:
         outcome: Any
         if result.status == "awaiting" and result.pending_approvals:
             outcome = RunFinishedInterruptOutcome(
-                interrupts=[self._interrupt(p.call_id, p.tool, p.arguments, p.fingerprint)
-                            for p in result.pending_approvals]
+                interrupts=[interrupt(p, self.approvals_path) for p in result.pending_approvals]
             )  # fmt: skip
         elif result.stop_reason == "cancelled":
             outcome = RunFinishedCancelledOutcome()
@@ -300,16 +294,14 @@ class AguiMapper:
     def _call_delta(self, event: ModelDelta) -> list[BaseEvent]:
         """A piece of a tool call: its first opens it (after ending any text message)."""
         call_id = event.tool_call_id
-        if not call_id or call_id in self._closed:
+        if not call_id:
             return []  # a call not named yet is sent whole with the message
         out: list[BaseEvent] = []
-        if call_id not in self._calls:
-            if not event.name:
-                return []
+        if event.name is not None and self._calls.first(call_id, event.name):
             out += self._end_text()
             if self._message is None:
                 self._message = self._new_message_id()
-            self._calls[call_id] = ""
+            self._calls.open[call_id] = ""
             out.append(
                 ToolCallStartEvent(
                     tool_call_id=call_id,
@@ -318,8 +310,7 @@ class AguiMapper:
                     timestamp=self._now(),
                 )
             )
-        if event.delta:
-            self._calls[call_id] += event.delta
+        if event.delta and self._calls.piece(call_id, event.delta):
             out.append(
                 ToolCallArgsEvent(tool_call_id=call_id, delta=event.delta, timestamp=self._now())
             )
@@ -327,12 +318,7 @@ class AguiMapper:
 
     def _end_calls(self) -> list[BaseEvent]:
         """End the streamed calls still open."""
-        out: list[BaseEvent] = [
-            ToolCallEndEvent(tool_call_id=call_id, timestamp=self._now()) for call_id in self._calls
-        ]
-        self._closed.update(self._calls)
-        self._calls.clear()
-        return out
+        return self._calls.end_open(self._now())
 
     def _end_text(self) -> list[BaseEvent]:
         if self._text is None:
@@ -344,7 +330,7 @@ class AguiMapper:
         out = self._end_text()
         message_id = self._message or self._new_message_id()
         if not self._texted and message.text:
-            if self._calls:  # streamed calls are open: text may not start inside them
+            if self._calls.open:  # streamed calls are open: text may not start inside them
                 out += self._end_calls()
             now = self._now()
             out += [
@@ -352,48 +338,9 @@ class AguiMapper:
                 TextMessageContentEvent(message_id=message_id, delta=message.text, timestamp=now),
                 TextMessageEndEvent(message_id=message_id, timestamp=now),
             ]
-        for call in message.tool_calls:
-            now = self._now()
-            if call.id in self._closed:
-                continue  # streamed and already ended
-            sent = self._calls.pop(call.id, None)
-            if sent is None:
-                out.append(
-                    ToolCallStartEvent(
-                        tool_call_id=call.id,
-                        tool_call_name=call.name,
-                        parent_message_id=message_id,
-                        timestamp=now,
-                    )
-                )
-                sent = ""
-            if call.raw.startswith(sent) and len(call.raw) > len(sent):
-                rest = call.raw[len(sent) :]  # what the final arguments add to the streamed
-                out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=rest, timestamp=now))
-            out.append(ToolCallEndEvent(tool_call_id=call.id, timestamp=now))
-        out += self._end_calls()  # streamed calls the final message does not hold
+        out += self._calls.whole(message, message_id, self._now())
         self._message, self._texted = None, False
-        self._closed.clear()
         return out
-
-    def _interrupt(
-        self, call_id: str, tool: str, arguments: dict[str, Any], fingerprint: str
-    ) -> Interrupt:
-        metadata: dict[str, Any] = {
-            "tool": tool,
-            "arguments": arguments,
-            "fingerprint": fingerprint,
-        }
-        if self.approvals_path is not None:
-            metadata["decide"] = self.approvals_path.format(call_id=call_id)
-        return Interrupt(
-            id=call_id,
-            reason=APPROVAL_REASON,
-            message=f"{tool} waits for a person's approval",
-            tool_call_id=call_id,
-            response_schema=DECISION_SCHEMA,
-            metadata=metadata,
-        )
 
     def _now(self) -> int:
         return int(self.clock() * 1000)

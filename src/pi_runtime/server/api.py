@@ -22,10 +22,11 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..durable import NotFound
+from ..durable import NotFound, StoreError
 from ..durable.views import session_view
 from ..exceptions import UserError
 from ..loop import RunResult
+from ..loop.call_ids import CallIds
 from ..messages import ToolResultMessage
 from ..observe import default_trace_dir, read_trace
 from .agui import AguiMapper
@@ -189,7 +190,8 @@ async def follow(run_id: RunId, request: Request, caller: Caller) -> StreamingRe
     run = await asyncio.to_thread(state.store.get_run, run_id) if live is not None else None
     if live is None or run is None or not caller.owns(run.session_id):
         raise ApiError(404, f"no run {run_id!r} is running in this server", code="not_live")
-    mapper = AguiMapper(caller.public_id(run.session_id))
+    called = await asyncio.to_thread(_called_before, state, run.session_id, run_id)
+    mapper = AguiMapper(caller.public_id(run.session_id), call_ids=called)
     return _sse(agui_stream(live, mapper))
 
 
@@ -221,8 +223,9 @@ async def _answer(
         if failure is not None:
             raise api_error(failure)
     approvals = f"/v1/sessions/{session_id}/approvals/{{call_id}}"
-    mapper = AguiMapper(session_id, approvals_path=approvals)
     stored = caller.stored_id(session_id)
+    called = await asyncio.to_thread(_called_before, state, stored, live.run_id)
+    mapper = AguiMapper(session_id, approvals_path=approvals, call_ids=called)
 
     async def resolve(call_id: str) -> ToolResultMessage | None:
         messages = await asyncio.to_thread(state.store.load_messages, stored)
@@ -243,6 +246,16 @@ def _public(result: RunResult, session_id: str) -> dict[str, Any]:
     data = result.to_dict()
     data["session_id"] = session_id
     return data
+
+
+def _called_before(state: ServerState, session_id: str, run_id: str | None) -> set[str]:
+    """The ids of the session's calls before run `run_id`: the run replaces a streamed id
+    that is one of them, so the stream must know them (its own run's it sees go by)."""
+    try:
+        stored = state.store.load_messages(session_id)
+    except StoreError:  # none known: the stream goes on, with the ids the provider gave
+        return set()
+    return CallIds([m.message for m in stored if m.run_id is None or m.run_id != run_id]).used
 
 
 def _check_waiting(state: ServerState, session_id: str, call_id: str) -> None:

@@ -22,7 +22,7 @@ from ag_ui.encoder import EventEncoder
 from ..durable import Conflict, LeaseLost, NotFound, StoreError, StoreUnavailable
 from ..exceptions import UserError
 from ..loop import RunResult
-from ..messages import ToolResultMessage
+from ..messages import ToolResultMessage, escape_line_breaks
 from ..observe import ApprovalGranted, ApprovalRejected, Event, RunStarted
 from .agui import AguiMapper
 from .errors import ApiError
@@ -196,32 +196,40 @@ async def agui_stream(
     decided (`decided`, or one the continuation's opening events name) is sent as
     `TOOL_CALL_RESULT`, though it was stored before the continuation began.
     """
-    encoder = EventEncoder()
+    encode = _encoder()
     async for event in live.follow(keepalive_s):
         if event is None:
             yield ": keep-alive\n\n"
             continue
         for out in mapper.feed(event):
-            yield encoder.encode(out)
+            yield encode(out)
         if resolve is not None and isinstance(event, ApprovalGranted | ApprovalRejected):
             for out in await _resolved(mapper, resolve, event.tool_call_id):
-                yield encoder.encode(out)
+                yield encode(out)
     assert live.task is not None
     failure = live.failure() if not live.task.cancelled() else asyncio.CancelledError()
     if failure is None:
         result = live.task.result()
         if mapper.run_id is None:
             for out in mapper.begin(result.run_id):
-                yield encoder.encode(out)
+                yield encode(out)
         if resolve is not None and decided is not None:
             for out in await _resolved(mapper, resolve, decided):
-                yield encoder.encode(out)
+                yield encode(out)
         closing = mapper.finish(result)
     else:
         error = api_error(failure)
         closing = mapper.fail(error.message, error.code)
     for out in closing:
-        yield encoder.encode(out)
+        yield encode(out)
+
+
+def _encoder() -> Callable[[BaseEvent], str]:
+    """AG-UI's SSE encoding, with no U+2028, U+2029 or U+0085 left raw: valid in a `data:`
+    line, but readers splitting lines as `str.splitlines` does (httpx's `iter_lines`)
+    would cut the event's JSON there."""
+    encoder = EventEncoder()
+    return lambda event: escape_line_breaks(encoder.encode(event))
 
 
 async def _resolved(mapper: AguiMapper, resolve: Resolve, call_id: str) -> list[BaseEvent]:
