@@ -46,8 +46,19 @@ def system_instructions(system: str) -> str:
     return dumps([{"type": "text", "content": redact(system)}])
 
 
-def input_messages(messages: Iterable[Message]) -> str:
-    return dumps([_message(m) for m in messages])
+def input_messages(messages: Iterable[Message], limit: int) -> str:
+    """The conversation's latest messages that fit in `limit` characters (often all of
+    them), as one JSON array: each `chat` span would otherwise carry the whole conversation
+    again, however long. The latest alone when even it does not fit (the span cuts it)."""
+    kept: list[str] = []
+    size = 2  # the brackets
+    for message in reversed(list(messages)):
+        item = dumps(_message(message))
+        if kept and size + len(item) + 2 > limit:
+            break
+        kept.append(item)
+        size += len(item) + 2
+    return "[" + ", ".join(reversed(kept)) + "]"
 
 
 def output_messages(message: AssistantMessage) -> str:

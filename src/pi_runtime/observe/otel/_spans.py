@@ -33,8 +33,8 @@ from ._tools import OpenCall, ToolSpans
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.trace import Span
 
+    from ._bounded import BoundedSpan
     from ._telemetry import Telemetry
 
 log = logging.getLogger("pi_runtime.observe.otel")
@@ -49,7 +49,7 @@ class RunSpans(ToolSpans):
         self.telemetry, self.agent_name = telemetry, agent_name
         self.messages: dict[int, Message] = dict(enumerate(history))
         """The conversation by index, kept only when content is captured."""
-        self.run: Span | None = None
+        self.run: BoundedSpan | None = None
         self.context: Context | None = None
         self.ref = ModelRef(provider="_OTHER", model="unknown")
         self.session_id = self.run_id = ""
@@ -91,7 +91,7 @@ class RunSpans(ToolSpans):
         if self.telemetry.capture_content:
             attributes["gen_ai.system_instructions"] = content.system_instructions(e.system)
         name = f"invoke_agent {self.agent_name}" if self.agent_name else "invoke_agent"
-        self.run = self.telemetry.tracer.start_span(
+        self.run = self.telemetry.start_span(
             name,
             context=parent,
             kind=SpanKind.INTERNAL,
@@ -99,7 +99,7 @@ class RunSpans(ToolSpans):
             links=links,
             start_time=time.time_ns(),
         )
-        self.context = trace.set_span_in_context(self.run)
+        self.context = trace.set_span_in_context(self.run.span)
         self.telemetry.runs[e.run_id] = self
 
     def _parent(self, e: ev.RunStarted) -> tuple[Context | None, list[Link]]:
@@ -110,7 +110,7 @@ class RunSpans(ToolSpans):
             call = parent.tools.get(e.parent_call_id or "") if parent is not None else None
             if call is not None:
                 self.agent_name = call.name  # a sub-agent is its tool
-                return trace.set_span_in_context(call.span), []
+                return trace.set_span_in_context(call.span.span), []
             if parent is not None:
                 return parent.context, []
         session = SpanContext(
@@ -171,7 +171,7 @@ class RunSpans(ToolSpans):
         self.attempt_start_ns, self.message_count = time.time_ns(), e.message_count
         self.step, self.attempts = e.step, 0
 
-    def _chat(self, start_ns: int, step: int) -> Span:
+    def _chat(self, start_ns: int, step: int) -> BoundedSpan:
         ref = self.ref
         attributes: dict[str, Any] = {
             **self._metric_attributes(),
@@ -180,8 +180,8 @@ class RunSpans(ToolSpans):
         }
         if self.telemetry.capture_content:
             sent = (self.messages[i] for i in range(self.message_count) if i in self.messages)
-            attributes["gen_ai.input.messages"] = content.input_messages(sent)
-        return self.telemetry.tracer.start_span(
+            attributes["gen_ai.input.messages"] = content.input_messages(sent, self.telemetry.limit)
+        return self.telemetry.start_span(
             f"chat {ref.model}",
             context=self.context,
             kind=SpanKind.INTERNAL if ref.in_process else SpanKind.CLIENT,

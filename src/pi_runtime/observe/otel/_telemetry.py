@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
 
+from ._bounded import BoundedHistogram, BoundedSpan, bounded_all, bounded_text, limit_from_env
+
 if TYPE_CHECKING:
+    from opentelemetry.context import Context
+    from opentelemetry.trace import Link, SpanKind
+
     from ...messages import Message
     from ..events import Event
     from ._spans import RunSpans
@@ -35,6 +40,8 @@ class Telemetry:
         capture_content: record messages, instructions and tool arguments and results.
         owned: the providers Pi installed itself: `shutdown` shuts them down (others
             are only flushed: their owner shuts them down).
+        limit: the most characters of a string on a span or metric (None: as the
+            environment says, see `_bounded`).
     """
 
     def __init__(
@@ -44,18 +51,22 @@ class Telemetry:
         meter_provider: Any = None,
         capture_content: bool = False,
         owned: tuple[Any, ...] = (),
+        limit: int | None = None,
     ) -> None:
+        self.limit = limit_from_env() if limit is None else limit
         self.tracer_provider = tracer_provider or trace.get_tracer_provider()
         self.meter_provider = meter_provider or metrics.get_meter_provider()
         self.tracer = self.tracer_provider.get_tracer(SCOPE)
         meter = self.meter_provider.get_meter(SCOPE)
-        self.token_usage = meter.create_histogram(
+        self.token_usage = self._histogram(
+            meter,
             "gen_ai.client.token.usage",
             unit="{token}",
             description="Number of input and output tokens used.",
             explicit_bucket_boundaries_advisory=TOKEN_BUCKETS,
         )
-        self.duration = meter.create_histogram(
+        self.duration = self._histogram(
+            meter,
             "gen_ai.client.operation.duration",
             unit="s",
             description="GenAI operation duration.",
@@ -65,6 +76,32 @@ class Telemetry:
         self.owned = owned
         self.runs: dict[str, RunSpans] = {}
         """Runs under way by run id: a sub-agent's run finds the call that started it."""
+
+    def _histogram(self, meter: Any, name: str, **options: Any) -> BoundedHistogram:
+        return BoundedHistogram(meter.create_histogram(name, **options), self.limit)
+
+    def start_span(
+        self,
+        name: str,
+        *,
+        context: Context | None,
+        kind: SpanKind,
+        attributes: Mapping[str, Any],
+        start_time: int,
+        links: Sequence[Link] = (),
+    ) -> BoundedSpan:
+        """A span started with the tracer, its name and attributes bounded, as all that
+        is set on it later is."""
+        limit = self.limit
+        span = self.tracer.start_span(
+            bounded_text(name, limit),
+            context=context,
+            kind=kind,
+            attributes=bounded_all(attributes, limit),
+            links=links,
+            start_time=start_time,
+        )
+        return BoundedSpan(span, limit)
 
     def listener(
         self,

@@ -20,14 +20,14 @@ from . import _content as content
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
-    from opentelemetry.trace import Span
 
+    from ._bounded import BoundedSpan
     from ._telemetry import Telemetry
 
 
 @dataclass(slots=True)
 class OpenCall:
-    span: Span
+    span: BoundedSpan
     name: str
     start_ns: int
     waits_ns: int = 0
@@ -58,7 +58,7 @@ class ToolSpans:
             self._end_tools(time.time_ns(), unfinished="cancelled")
 
     def _open_tool(self, call_id: str, name: str, now: int) -> OpenCall:
-        span = self.telemetry.tracer.start_span(
+        span = self.telemetry.start_span(
             f"execute_tool {name}",
             context=self.context,
             kind=SpanKind.INTERNAL,
