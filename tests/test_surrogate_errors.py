@@ -34,9 +34,7 @@ def test_a_provider_error_with_half_a_surrogate_pair_is_written_repaired() -> No
     assert [e.message for e in errors] == ["bad request \ufffd here"]  # type: ignore[attr-defined]
 
 
-def test_a_session_whose_provider_errs_so_is_not_left_running(
-    store: Store, tmp_path: Path
-) -> None:
+def test_a_session_whose_provider_errs_so_is_not_left_running(store: Store, tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps({"steps": [{"text": "hi"}]}), encoding="utf-8")
     open_session(store, "s1", Recipe(model=f"scripted:{script}"))

@@ -20,6 +20,7 @@ from sqlalchemy import Connection, Row, Select, Table, bindparam, text
 from ..data.fields import check_json as check_json
 from ..data.fields import check_name
 from ..exceptions import UserError
+from ..messages import repair_text
 from . import schema as t
 from ._stmts import Lock, key, locked, rows_by, session_lock, session_of, update_by
 from .errors import NotFound
@@ -128,5 +129,12 @@ def check_lease(lease_s: float) -> float:
 
 
 def dumps(value: Any) -> str:
-    """The JSON serializer of both engines (same text on SQLite and PostgreSQL)."""
-    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """The JSON serializer of both engines (same text on SQLite and PostgreSQL).
+
+    A lone surrogate in any string becomes U+FFFD (and a pair is joined), as wherever
+    outside text enters: written raw, the driver's UTF-8 encoding failed the whole write
+    (a run's result could not be stored, and its session stayed `running`). Surrogates
+    appear raw only inside the JSON's strings, so repairing the text repairs the strings.
+    """
+    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    return repair_text(text)
