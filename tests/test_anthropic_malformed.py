@@ -188,3 +188,24 @@ def test_anthropic_usage_of_the_wrong_shape_counts_as_unreported(
 
     assert (result.status, result.output) == ("completed", "hi"), result.error
     assert result.usage.output_tokens > 0
+
+
+@pytest.mark.parametrize(
+    "block",
+    [
+        {"type": "text", "text": "x" * 3_000_000},
+        {"type": "tool_use", "id": "toolu_1", "name": "echo", "input": {"text": "x" * 3_000_000}},
+    ],
+    ids=["text", "input"],
+)
+def test_what_a_block_brings_at_its_start_counts_toward_the_answers_cap(
+    serve: Serve, block: dict[str, object]
+) -> None:
+    # two such blocks pass the 4 MiB cap: before, text sent at a block's start, and a
+    # tool's whole input, were never counted, so any number of blocks could come
+    served = serve(anthropic_stream(start(0, block), start(1, block)))
+
+    result = run(claude(served))
+
+    assert (result.status, result.stop_reason) == ("failed", "model_error")
+    assert "answer passed 4,194,304 characters" in (result.error or "")

@@ -300,7 +300,7 @@ def test_chunks_fold_into_deltas_and_one_response_with_cached_usage() -> None:
         ),
     ]:
         events.extend(acc.add(piece))
-    response = acc.response(max_tokens=None, provider="openai")
+    response = acc.response(max_tokens=None)
 
     assert [e.kind for e in events] == [
         "thinking_delta",
@@ -342,7 +342,7 @@ def test_a_lying_server_without_usage_still_gets_its_cut_call_marked_truncated()
         )
     acc.add(chunk({}, finish="tool_calls"))
 
-    response = acc.response(max_tokens=4, provider="a server")
+    response = acc.response(max_tokens=4)
 
     (cut,) = response.tool_calls
     assert cut.truncated and cut.arguments is None
@@ -362,7 +362,7 @@ def test_unnumbered_tool_calls_are_told_apart_by_their_ids() -> None:
         acc.add(chunk({"tool_calls": [piece]}))
     acc.add(chunk({}, finish="tool_calls"))
 
-    calls = acc.response(max_tokens=None, provider="a server").tool_calls
+    calls = acc.response(max_tokens=None).tool_calls
 
     assert [(c.id, c.arguments) for c in calls] == [
         ("call_a", {"city": "北京"}),
@@ -375,7 +375,7 @@ def test_a_stream_that_ends_before_its_finish_reason_is_a_transient_error() -> N
     acc.add(chunk({"content": "half an ans"}))
 
     with pytest.raises(ModelError) as caught:
-        acc.response(max_tokens=None, provider="openai")
+        acc.response(max_tokens=None)
 
     assert caught.value.transient
 

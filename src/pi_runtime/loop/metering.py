@@ -7,10 +7,8 @@ from dataclasses import replace
 from typing import Literal
 
 from ..context import ContextBuilder
-from ..messages import AssistantMessage, Usage
+from ..messages import AssistantMessage, Usage, token_figure
 from ..models.pricing import cost_usd
-
-_MOST_TOKENS = 10**12
 
 
 def metered(
@@ -26,13 +24,13 @@ def metered(
     usage = answer.usage
     reported = (usage.input_tokens, usage.output_tokens)
     # a figure that is no count of tokens (a string, a negative, a float) is none
-    input_tokens, output_tokens = _figure(reported[0]), _figure(reported[1])
+    input_tokens, output_tokens = token_figure(reported[0]), token_figure(reported[1])
     if input_tokens <= 0:
         input_tokens = counted_input
     if output_tokens <= 0 and answer.content:
         output_tokens = builder.count_answer(answer)
     counted = (input_tokens, output_tokens) != reported
-    cached = _figure(usage.cached_tokens)
+    cached = token_figure(usage.cached_tokens)
     if counted or cached != usage.cached_tokens:
         usage = replace(
             usage, input_tokens=input_tokens, output_tokens=output_tokens, cached_tokens=cached
@@ -41,15 +39,3 @@ def metered(
     if cost != usage.cost_usd:
         usage = replace(usage, cost_usd=cost)
     return usage, "counted" if counted else "provider"
-
-
-def _figure(value: object) -> int:
-    """A usage figure as a provider reported it, if it is a count of tokens; else 0."""
-    return value if type(value) is int and 0 <= value <= _MOST_TOKENS else 0
-
-
-def priced(usage: Usage, model: str) -> Usage:
-    """`usage` as reported, with its price when it carries none (`models.pricing`)."""
-    if usage.cost_usd is not None:
-        return usage
-    return replace(usage, cost_usd=cost_usd(model, usage))

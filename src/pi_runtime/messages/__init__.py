@@ -23,6 +23,7 @@ from ._model import (
     Usage,
     UserMessage,
     UserOrigin,
+    token_figure,
 )
 from ._records import quick_init
 from ._redact import keep_secret, redact, redact_url
@@ -88,6 +89,7 @@ __all__ = [
     "repair_fields",
     "repair_text",
     "repair_value",
+    "token_figure",
     "tool_error_info",
     "tool_error_result",
 ]

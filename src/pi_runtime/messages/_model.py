@@ -58,6 +58,16 @@ def _is_unknown(value: object) -> bool:
     return value is None
 
 
+MOST_TOKENS = 10**12
+"""The largest usage figure taken as a count of tokens."""
+
+
+def token_figure(value: object) -> int:
+    """A usage figure as a provider reported it, if it is a count of tokens (an int from 0
+    to `MOST_TOKENS`); else 0, unreported, so the run counts the tokens itself."""
+    return value if type(value) is int and 0 <= value <= MOST_TOKENS else 0
+
+
 @quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Usage:

@@ -23,7 +23,6 @@ __all__ = [
     "malformed",
     "one_line",
     "plain",
-    "token_count",
     "usage_of",
     "wrong",
 ]
@@ -62,8 +61,7 @@ def described(value: object) -> str:
         text = json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError):  # not JSON after all: say only its kind
         return kind
-    # lone surrogates made writable, then keys redacted before the cut (never half-shown)
-    return f"{kind} ({one_line(repair_text(text), MAX_QUOTED_CHARS)})"
+    return f"{kind} ({one_line(text, MAX_QUOTED_CHARS)})"
 
 
 def one_line(text: str, limit: int = 300) -> str:
@@ -81,17 +79,6 @@ def plain(event: object) -> object:
     """
     to_dict = getattr(event, "to_dict", None)
     return to_dict(mode="json", warnings=False) if callable(to_dict) else event
-
-
-def token_count(value: object) -> int:
-    """A usage figure as reported, or 0 (unreported) when it is no number: the run then
-    counts the tokens itself, and the answer stands."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return 0
-    try:
-        return int(value)
-    except (ValueError, OverflowError):  # "lots", NaN, infinity
-        return 0
 
 
 def usage_of(usage: object) -> dict[str, Any]:

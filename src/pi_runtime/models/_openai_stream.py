@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..exceptions import ModelError
-from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..messages import Block, FinishReason, TextBlock, ThinkingBlock, ToolCall, Usage, token_figure
 from ._deltas import AnswerSize, parse_arguments
-from ._malformed import malformed, plain, token_count, wrong
+from ._malformed import malformed, plain, wrong
 from .base import ModelResponse, StreamEvent, TextDelta, ThinkingDelta, ToolCallDelta
 
 __all__ = ["StreamAccumulator", "reached_output_limit"]
@@ -56,7 +56,7 @@ class StreamAccumulator:
         self.usage: dict[str, Any] | None = None
         self.meta: dict[str, Any] = {}
         self.delta_chunks = 0
-        self.size = AnswerSize(vendor)
+        self.size = AnswerSize(self.provider)
 
     def add(self, chunk: object) -> list[StreamEvent]:
         """The deltas one chunk (the SDK's `ChatCompletionChunk`, or its JSON) carries."""
@@ -159,11 +159,12 @@ class StreamAccumulator:
             events.append(ToolCallDelta(index=index, arguments_delta=arguments))
         return events
 
-    def response(self, *, max_tokens: int | None, provider: str) -> ModelResponse:
+    def response(self, *, max_tokens: int | None) -> ModelResponse:
         """The whole answer in neutral form, with the truncation rule applied."""
         if self.finish is None:
             raise ModelError(
-                f"{provider} ended the stream before the answer was finished", transient=True
+                f"{self.provider} ended the stream before the answer was finished",
+                transient=True,
             )
         calls = [
             ToolCall(
@@ -260,7 +261,9 @@ def _usage(usage: dict[str, Any] | None, delta_chunks: int) -> Usage:
         return Usage(output_tokens=delta_chunks)
     details = usage.get("prompt_tokens_details")
     return Usage(
-        input_tokens=token_count(usage.get("prompt_tokens")),
-        output_tokens=token_count(usage.get("completion_tokens")),
-        cached_tokens=token_count(details.get("cached_tokens")) if isinstance(details, dict) else 0,
+        input_tokens=token_figure(usage.get("prompt_tokens")),
+        output_tokens=token_figure(usage.get("completion_tokens")),
+        cached_tokens=token_figure(details.get("cached_tokens"))
+        if isinstance(details, dict)
+        else 0,
     )

@@ -30,11 +30,12 @@ from ..messages import (
     ToolCall,
     Usage,
     keep_secret,
+    token_figure,
 )
 from ._anthropic_request import PROVIDER, REDACTED_THINKING_PREFIX, Thinking, anthropic_body
 from ._client import LoopBoundClient
 from ._deltas import AnswerSize, parse_arguments
-from ._malformed import malformed, plain, token_count, usage_of, wrong
+from ._malformed import malformed, plain, usage_of, wrong
 from ._repair import repairs_text
 from .base import (
     ModelRequest,
@@ -233,10 +234,13 @@ class _StreamState:
             if not value and kind == "tool_use":
                 raise malformed(PROVIDER, f"content block {index} (tool_use) has no {key}")
             if key in block:
-                block[key] = value or ""  # null: none yet
+                block[key] = self.size.add(value or "")  # null: none yet
         if kind == "tool_use" and not isinstance(block.get("input"), dict | str | None):
             where = f"the input of content block {index} (tool_use)"
             raise wrong(PROVIDER, where, block["input"], "an object")
+        given = block.get("input")
+        if given:  # arguments given whole at the start: counted like streamed ones
+            self.size.add(given if isinstance(given, str) else json.dumps(given, default=str))
         self.blocks[index] = block
         if kind == "tool_use":
             self.call_index[index] = len(self.call_index)
@@ -314,8 +318,8 @@ class _StreamState:
                     )
                 )
         usage = self.message.get("usage") or {}
-        read = token_count(usage.get("cache_read_input_tokens"))
-        written = token_count(usage.get("cache_creation_input_tokens"))
+        read = token_figure(usage.get("cache_read_input_tokens"))
+        written = token_figure(usage.get("cache_creation_input_tokens"))
         model = self.message.get("model")
         model = model if isinstance(model, str) and model else requested_model
         return ModelResponse(
@@ -323,8 +327,8 @@ class _StreamState:
             finish_reason="length" if truncated else "tool_calls" if has_calls else "stop",
             # input counts every prompt token (as OpenAI's does); cached = read from cache
             usage=Usage(
-                input_tokens=token_count(usage.get("input_tokens")) + read + written,
-                output_tokens=token_count(usage.get("output_tokens")),
+                input_tokens=token_figure(usage.get("input_tokens")) + read + written,
+                output_tokens=token_figure(usage.get("output_tokens")),
                 cached_tokens=read,
             ),
             model=f"{PROVIDER}:{model}",

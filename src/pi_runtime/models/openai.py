@@ -123,11 +123,7 @@ class OpenAIModel:
                     yield event
         finally:
             await chunks.close()
-        yield ResponseDone(
-            response=accumulator.response(
-                max_tokens=request.settings.max_tokens, provider=self.vendor.display
-            )
-        )
+        yield ResponseDone(response=accumulator.response(max_tokens=request.settings.max_tokens))
 
     @property
     def context_window(self) -> int | None:
