@@ -25,12 +25,13 @@ from pi_runtime.exceptions import ModelError
 from pi_runtime.messages import (
     AssistantMessage,
     Message,
+    TextBlock,
     ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
 )
-from pi_runtime.models import ModelRequest, ToolDefinition
+from pi_runtime.models import ModelRequest, ModelResponse, ToolDefinition
 from pi_runtime.observe import ModelRequested
 from pi_runtime.testing import FunctionModel, ScriptedModel
 
@@ -316,3 +317,33 @@ def test_a_summary_calls_usage_is_billed_to_the_run_and_counts_against_its_budge
     stopped = run(Limits(max_steps=40, token_budget=spent_elsewhere + 1_000))
     assert (stopped.status, stopped.stop_reason) == ("stopped", "token_budget"), stopped.error
     assert summary_calls  # (unbilled, the same run completed within this budget)
+
+
+@pytest.mark.parametrize("reported", [-50_000, "lots", 10**15], ids=["negative", "text", "huge"])
+def test_a_summary_call_reporting_no_count_of_tokens_is_billed_by_pis_own_count(
+    reported: object,
+) -> None:
+    steps = iter(range(100))
+
+    def reply(request: ModelRequest) -> dict[str, Any]:
+        if request.system.startswith("Summarise") and not request.tools:
+            # built by hand: the script shape would refuse such figures before Pi saw them
+            usage = Usage(input_tokens=reported, output_tokens=3)  # type: ignore[arg-type]
+            text = (TextBlock(text="pages so far: rows"),)
+            return ModelResponse(content=text, usage=usage)  # type: ignore[return-value]
+        n = next(steps)
+        if n < 25:
+            return {"tool_calls": [{"name": "fetch", "arguments": {"page": n + 1}}]}
+        return {"text": "done"}
+
+    budget = Budget(context_window=8_000, output_reserve=500, max_result_tokens=300, digest_tokens=100)  # fmt: skip
+    agent = Agent(FunctionModel(reply), tools=[fetch], budget=budget, summariser="model",
+                  trace_dir=False, limits=Limits(max_steps=40))  # fmt: skip
+
+    result = agent.run_sync("Read pages 1 to 25.")
+
+    assert (result.status, result.stop_reason) == ("completed", "final_answer"), result.error
+    billed = [e.context["summary_usage"] for e in result.events
+              if isinstance(e, ModelRequested) and "summary_usage" in e.context]  # fmt: skip
+    assert billed and all(0 < b["input"] < 10**12 and b["output"] == 3 for b in billed)
+    assert 0 < result.usage.input_tokens < 10**12

@@ -10,11 +10,13 @@ summary never ends the run: it only costs the older digest lines.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from ..messages import TextBlock, Usage, UserMessage
+from ..messages import TextBlock, Usage, UserMessage, token_figure
 from ..models import Model, ModelRequest, ModelSettings
+from ..models.pricing import cost_usd
 from .templates import load_template
+from .tokens import count_tokens
 
 Summariser = Callable[[str], Awaitable[str]]
 """Condenses the digest of dropped turns; an empty text means it wrote nothing."""
@@ -53,7 +55,18 @@ class ModelSummariser:
         )
         response = await self.model.complete(request)
         written = "".join(b.text for b in response.content if isinstance(b, TextBlock)).strip()
-        return Summary(text=written, usage=response.usage)
+        return Summary(text=written, usage=self._spent(response.usage, text, written))
+
+    def _spent(self, reported: Usage, text: str, written: str) -> Usage:
+        """What the call spent, as a run bills a call: a figure that is no count of tokens
+        (or none) is Pi's own count, priced for the summariser's model."""
+        input_tokens = token_figure(reported.input_tokens)
+        if input_tokens == 0:
+            input_tokens = count_tokens(self.system) + count_tokens(text)
+        output_tokens = token_figure(reported.output_tokens) or count_tokens(written)
+        usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens,
+                      cached_tokens=token_figure(reported.cached_tokens))  # fmt: skip
+        return replace(usage, cost_usd=cost_usd(self.model.name, usage))
 
     async def __call__(self, text: str) -> str:
         return (await self.summarise(text)).text

@@ -40,8 +40,8 @@ from .call_ids import CallIds
 from .children import charged, scope_for
 from .guarding import screen_input, screen_output, unchecked_answer_withheld
 from .guards import Limits
-from .metering import metered, priced
-from .pool import admit
+from .metering import metered
+from .pool import Hold, admit
 from .state import RunState, evolve
 
 Emit = Callable[[Event], None]
@@ -224,24 +224,25 @@ class Driver:
         )
         input_tokens = built.total_tokens
         if built.summary_usage is not None:  # the build asked a model to summarise: billed
-            state = evolve(state, usage=state.usage + priced(built.summary_usage, self.model.name))
+            state = evolve(state, usage=state.usage + built.summary_usage)
+            Hold(self.outer).spent(built.summary_usage)  # and drawn from a shared budget
         hold = admit(state, self.outer, input_tokens, self.model.name)
         if isinstance(hold, tuple):  # a child whose siblings have spent what it shares
             return self._apply(hold)
-        self.emit(
-            ModelRequested(
-                turn=state.turns,
-                step=state.steps + 1,
-                message_count=len(state.messages),
-                tool_choice=state.next_tool_choice,
-                tools=tuple(map(_NAME, tools)),
-                input_tokens=input_tokens,
-                context=built.report(),
-                summary=built.summary,
-                prompt=self.prompt,
-            )
-        )
         with hold:  # siblings see this call's input at once, and its usage when it ends
+            self.emit(
+                ModelRequested(
+                    turn=state.turns,
+                    step=state.steps + 1,
+                    message_count=len(state.messages),
+                    tool_choice=state.next_tool_choice,
+                    tools=tuple(map(_NAME, tools)),
+                    input_tokens=input_tokens,
+                    context=built.report(),
+                    summary=built.summary,
+                    prompt=self.prompt,
+                )
+            )
             response = await self._call_model(request, state.steps + 1, input_tokens)
             if isinstance(response, str):
                 return self._apply(t.model_failed(state, response))
