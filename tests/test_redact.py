@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pi_runtime.messages import redact, redact_url
+from pi_runtime.messages import keep_secret, redact, redact_url
 
 KEY = "sk-proj-Zx81aQ0pLm2NvB7c"
 
@@ -171,3 +171,23 @@ def test_a_hostile_error_body_is_redacted_in_linear_time() -> None:
     )
     many = "1://" * 1_000_000  # a "://" with no scheme, again and again
     assert redact(many) is many
+
+
+def test_a_kept_key_across_an_error_messages_cut_is_never_half_shown() -> None:
+    # Messages are redacted whole, then cut: cut first, the key's head (no longer the
+    # key) was shown. A tool validator's refusal, and a stdio MCP server's bad line.
+    from mcp.types import JSONRPCMessage
+    from pydantic import TypeAdapter, ValidationError
+
+    from pi_runtime.mcp.malformed import HEAD_CHARS, account
+    from pi_runtime.tools.arguments import rejection
+
+    key = "gw-" + "Q7x9Lm2Vp4Rt8Ks1Zb6Nc3Hd5Wf0Yj2" * 2
+    keep_secret(key)
+    refused = rejection(ValueError("v" * 240 + key))  # the cut falls inside the key
+    assert key[:8] not in refused and "v" * 200 in refused
+    line = '{"jsonrpc": "2.0", "note": "' + "n" * (HEAD_CHARS - 40) + "\x1b" + key + '"}'
+    with pytest.raises(ValidationError) as caught:
+        TypeAdapter(JSONRPCMessage).validate_json(line)
+    told = account(caught.value)
+    assert key[:8] not in told and "\\x1b" in told and "\x1b" not in told

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..messages import redact
+from ..messages import redact, repair_text
 
 log = logging.getLogger("pi_runtime.mcp")
 
@@ -92,11 +92,12 @@ def account(exc: BaseException) -> str:
         line = errors[0]["input"]
         if not isinstance(line, str):
             line = json.dumps(line, ensure_ascii=False, default=str)
+        # redacted whole, before the cut and the escapes: a key is never half-shown
+        line = redact(repair_text(line))
         head = escaped(line[:HEAD_CHARS]) + ("…" if len(line) > HEAD_CHARS else "")
-        text = f"{what}; it began: {head}"
+        text = f"{escaped(redact(what))}; it began: {head}"
     else:
-        text = escaped(f"{type(exc).__name__}: {exc}")
-    text = redact(text)
+        text = escaped(redact(repair_text(f"{type(exc).__name__}: {exc}")))
     return text if len(text) <= MAX_ACCOUNT_CHARS else text[: MAX_ACCOUNT_CHARS - 1] + "…"
 
 

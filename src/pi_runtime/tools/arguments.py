@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from ..memo import ByIdentity
-from ..messages import hint_for, json_path, parse_object
+from ..messages import hint_for, json_path, parse_object, redact
 from .classify import described
 from .linear_pattern import LinearValidator
 from .spec import ToolSpec
@@ -173,7 +173,8 @@ def rejection(exc: Exception) -> str:
     pydantic's errors by field, or the validator's exception in one line."""
     if isinstance(exc, ValidationError):
         return "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors()))
-    return _clip(" ".join(f"Arguments were rejected: {described(exc)}".split()))
+    # redacted before the cut, so a key in the validator's words is never half-shown
+    return _clip(" ".join(redact(f"Arguments were rejected: {described(exc)}").split()))
 
 
 def describe_schema_error(error: SchemaError) -> str:
