@@ -237,3 +237,23 @@ def test_refs_that_go_into_the_value_or_name_what_is_there_are_kept(
 ) -> None:
     kept = strict_schema({"type": "object", **schema})
     assert ArgumentSchema.of(kept).validator.is_valid(arguments) is valid
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"properties": {"q": {"type": "string", "pattern": "^(?=a)(a+)+$"}}},
+        {"patternProperties": {"^(a)\\1": {"type": "string"}}},
+        {"$defs": {"d": {"type": "string", "pattern": "(?<!x)y"}}},
+    ],
+    ids=["lookahead", "backreference-key", "lookbehind-in-defs"],
+)
+def test_a_servers_pattern_that_only_a_backtracking_engine_runs_is_unusable(
+    schema: dict[str, Any],
+) -> None:
+    # `^(?=a)(a+)+$` against 24 `a`s and a `!` took 0.5 s on `re`, doubling with each `a`
+    with pytest.raises(UnusableSchema, match="needs lookaround or a backreference"):
+        strict_schema({"type": "object", **schema})
+    # a property named `pattern`, and a pattern the linear engine runs, are fine
+    fine = {"properties": {"pattern": {"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$"}}}
+    assert strict_schema({"type": "object", **fine})["properties"]["pattern"]["pattern"]

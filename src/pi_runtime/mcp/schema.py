@@ -33,6 +33,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from ..messages import depth_within
+from ..tools.linear_pattern import is_linear
 
 MAX_SCHEMA_BYTES = 64_000
 MAX_SCHEMA_DEPTH = 48
@@ -89,8 +90,9 @@ _IN_PLACE = ("allOf", "anyOf", "oneOf")
 """Keywords whose schemas apply to the same value (with `not`, `if`, `then`, `else`,
 `dependentSchemas` and `$ref`): a loop through only these never ends."""
 _VALUES = ("const", "enum", "default", "examples")
-_BY_NAME = (*_SUBSCHEMA_MAPS, "patternProperties")
 """Keywords holding values, not schemas: a `$ref` key inside one is data."""
+_BY_NAME = (*_SUBSCHEMA_MAPS, "patternProperties")
+"""Keywords holding schemas by name: a key inside one is a name, not a keyword."""
 
 
 def _check_refs(schema: dict[str, Any]) -> None:
@@ -119,6 +121,33 @@ def _check_refs(schema: dict[str, Any]) -> None:
                     stack.append((f"{path}/{_escape(key)}", value, key in _BY_NAME))
     edges = {path: _same_value(path, node, held, anchors) for path, node in nodes.items()}
     _no_loop(edges)
+    for node in nodes.values():
+        _linear_patterns(node)
+
+
+def _linear_patterns(node: dict[str, Any]) -> None:
+    """Every pattern of the schema `node` runs in linear time: one that needs lookaround
+    or a backreference runs on Python's `re`, which may backtrack for seconds over a few
+    dozen characters the model writes (`tools.linear_pattern`). A server's schema is not
+    trusted with that; a developer's own tools still may."""
+    patterns = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
+    if isinstance(node.get("patternProperties"), dict):
+        patterns += list(node["patternProperties"])
+    for pattern in patterns:
+        if not is_linear(pattern) and _compiles(pattern):  # (else said as not compiling)
+            shown = pattern if len(pattern) <= 80 else pattern[:79] + "…"
+            raise UnusableSchema(
+                f"the input schema's pattern {shown!r} needs lookaround or a backreference, "
+                "which could take time exponential in the text the model writes"
+            )
+
+
+def _compiles(pattern: str) -> bool:
+    try:
+        re.compile(pattern)
+    except (re.error, OverflowError, RecursionError):
+        return False
+    return True
 
 
 def _same_value(

@@ -34,10 +34,22 @@ def matcher(pattern: str) -> Callable[[str], bool]:
     return found
 
 
-def _compiled(pattern: str) -> Callable[[str], bool]:
+def is_linear(pattern: str) -> bool:
+    """Whether `pattern` runs in the linear engine (False: it needs lookaround or a
+    backreference, so `re` runs it, which may take time exponential in the text)."""
+    return _linear(pattern) is not None
+
+
+def _linear(pattern: str) -> SchemaValidator | None:
     try:
-        check = SchemaValidator(core_schema.str_schema(pattern=pattern))
+        return SchemaValidator(core_schema.str_schema(pattern=pattern))
     except SchemaError:  # lookaround or a backreference: only `re` has them
+        return None
+
+
+def _compiled(pattern: str) -> Callable[[str], bool]:
+    check = _linear(pattern)
+    if check is None:
         search = re.compile(pattern).search
         return lambda text: search(text) is not None
     return lambda text: bool(check.isinstance_python(text))
