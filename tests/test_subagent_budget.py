@@ -154,7 +154,7 @@ def test_an_agent_delegating_to_itself_stops_eight_levels_down_with_a_tool_error
     def turn(request: ModelRequest) -> dict[str, Any]:
         last = request.messages[-1]
         if last.role == "tool":
-            if "was not started" in str(last.content):
+            if "could not start" in str(last.content):
                 refusals.append(str(last.content))
             return {"text": "done"}
         delegations.append(str(last.content))

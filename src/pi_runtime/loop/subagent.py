@@ -34,7 +34,6 @@ from ..exceptions import SecurityViolation, ToolError, UserError
 from ..messages import Message, ToolErrorKind
 from ..tools import ToolSpec, encode_result, tool
 from ..tools.scope import current_call
-from .pool import too_deep
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -107,13 +106,6 @@ def subagent_tool(
                 hint="Write the task out in full: what to do and what to report.",
             )
         call = current_call()
-        problem = too_deep(call.scope if call is not None else None)
-        if problem is not None:
-            raise ToolError(
-                f"sub-agent {name!r} was not started: {problem}",
-                kind=ToolErrorKind.SUBAGENT_FAILED,
-                hint="Do this part yourself with your own tools, or answer with what you have.",
-            )
         parent_run = call.scope.run_id if call is not None else ""
         if memory is None:
             result = await _run(child, name, task, (), _session(name, idempotency_key))
@@ -167,10 +159,11 @@ async def _run(
 ) -> RunResult:
     try:
         return await child.run(task, history=history, session_id=session)
-    except UserError as exc:  # the child could not start (its trace folder, say)
+    except UserError as exc:  # the child could not start (its trace folder; too deep)
         raise ToolError(
             f"sub-agent {name!r} could not start: {_clip(str(exc))}",
             kind=ToolErrorKind.SUBAGENT_FAILED,
+            hint="Do this part yourself with your own tools, or answer with what you have.",
         ) from None
 
 
