@@ -199,6 +199,28 @@ def test_a_cancelled_run_finishes_with_the_cancelled_outcome() -> None:
     assert finished["type"] == "RUN_FINISHED" and finished["outcome"] == {"type": "cancelled"}
 
 
+def test_a_retried_answer_streams_its_call_again_under_the_same_id() -> None:
+    # a server numbering calls anew each answer (`call_0`) retried after a reset: the
+    # retry's call was taken for the failed one (already ended) and never sent
+    mapper = AguiMapper("t")
+    out = mapper.feed(started())
+    piece = {"turn": 0, "channel": "tool_call", "tool_call_id": "call_0"}
+    out += mapper.feed(ModelDelta(**piece, delta='{"order_id": "O-', name="place_order"))
+    out += mapper.feed(ModelErrorEvent(turn=0, step=1, message="reset", transient=True, attempt=1))
+    out += mapper.feed(ModelDelta(**piece, delta='{"order_id": "O-7"}', name="place_order"))
+    call = ToolCall(id="call_0", name="place_order", raw='{"order_id": "O-7"}')
+    out += mapper.feed(MessageAppended(index=1, message=AssistantMessage(content=(call,))))
+    wire = [e.model_dump(by_alias=True) for e in out]
+
+    starts = [e for e in wire if e["type"] == "TOOL_CALL_START"]
+    ends = [e for e in wire if e["type"] == "TOOL_CALL_END"]
+    assert [e["toolCallId"] for e in starts] == ["call_0", "call_0"] and len(ends) == 2
+    # after the retry's start, the retry's whole arguments
+    retried = wire.index(starts[1])
+    sent = [e["delta"] for e in wire[retried:] if e["type"] == "TOOL_CALL_ARGS"]
+    assert "".join(sent) == '{"order_id": "O-7"}'
+
+
 def test_a_model_error_closes_the_streamed_text_so_the_retry_opens_a_new_message() -> None:
     mapper = AguiMapper("t")
     out = mapper.feed(started())

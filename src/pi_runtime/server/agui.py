@@ -301,7 +301,6 @@ class AguiMapper:
             out += self._end_text()
             if self._message is None:
                 self._message = self._new_message_id()
-            self._calls.open[call_id] = ""
             out.append(
                 ToolCallStartEvent(
                     tool_call_id=call_id,

@@ -44,6 +44,7 @@ class StreamedCalls:
         self._named.add(call_id)
         if kept and name and call_id not in self._ended:
             self._live.add(call_id)
+            self.open[call_id] = ""
             return True
         self._live.discard(call_id)  # a second call of this id: its pieces are its own
         return False
@@ -66,9 +67,11 @@ class StreamedCalls:
         return out
 
     def abandon(self) -> None:
-        """The answer failed: a retry names its calls anew."""
+        """The answer failed: a retry names its calls anew, and streams them again even
+        under ids the failed answer had already ended."""
         self._named.clear()
         self._live.clear()
+        self._ended.clear()
 
     def whole(self, message: AssistantMessage, message_id: str, now: int) -> list[BaseEvent]:
         """The message's calls, as the run keeps them: the rest of each live call's
@@ -93,6 +96,5 @@ class StreamedCalls:
                 out.append(ToolCallArgsEvent(tool_call_id=call.id, delta=rest, timestamp=now))
             out.append(ToolCallEndEvent(tool_call_id=call.id, timestamp=now))
         out += self.end_open(now)  # streamed calls the final message does not hold
-        self._ended.clear()
-        self.abandon()
+        self.abandon()  # the answer is whole: the next one names its calls anew
         return out

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -55,6 +56,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     413: {"description": "The body is over the limit."},
     422: {"description": "Malformed JSON, or a body that does not fit the schema."},
 }
+
+log = logging.getLogger("pi_runtime.server")
 
 
 class RunRequest(BaseModel):
@@ -253,9 +256,10 @@ def _called_before(state: ServerState, session_id: str, run_id: str | None) -> s
     that is one of them, so the stream must know them (its own run's it sees go by)."""
     try:
         stored = state.store.load_messages(session_id)
-    except StoreError:  # none known: the stream goes on, with the ids the provider gave
+    except StoreError as exc:  # none known: the stream goes on with the provider's ids
+        log.warning("session %s: its calls could not be read for the stream: %s", session_id, exc)
         return set()
-    return CallIds([m.message for m in stored if m.run_id is None or m.run_id != run_id]).used
+    return CallIds([m.message for m in stored if m.run_id != run_id]).used
 
 
 def _check_waiting(state: ServerState, session_id: str, call_id: str) -> None:
