@@ -176,3 +176,36 @@ def test_a_claim_that_finds_nothing_leaves_the_idle_slots_waiting(
     # each slot backs off to one look per poll_s: about 35 looks in all here, where a
     # wake-up per empty claim would make hundreds
     assert 4 <= len(looks) <= 100, len(looks)
+
+
+def test_work_handed_to_an_idle_slot_as_the_worker_stops_is_still_done(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A drain lets current work finish; work a shared claim handed to an idle slot is
+    # current work, held under that slot's lease, so the slot does it before it stops.
+    sessions = awaiting_sessions(store, tmp_path, 2)
+    shipped.clear()
+    worker = Worker(store, concurrency=2, poll_s=0.01, trace_dir=False)
+    original = store.claim_batch
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def stopping(owners: list[str], **options: Any) -> list[Any]:
+        claimed = original(owners, **options)
+        if len(claimed) == 2:  # one for each slot: stop while it is handed over
+            assert loop is not None
+            loop.call_soon_threadsafe(worker.stop)
+        return claimed
+
+    monkeypatch.setattr(store, "claim_batch", stopping)
+
+    async def serve() -> Any:
+        nonlocal loop
+        loop = asyncio.get_running_loop()
+        return await asyncio.wait_for(worker.run(), 60)
+
+    stats = asyncio.run(serve())
+
+    assert dict(stats.jobs) == {"succeeded": 2} and len(shipped) == 2
+    for session_id in sessions:
+        (job,) = store.list_jobs(session_id)
+        assert job.status == "succeeded"

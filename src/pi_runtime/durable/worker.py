@@ -267,6 +267,9 @@ class Worker:
                     timeout=deadline - loop.time(),
                     return_when=asyncio.FIRST_COMPLETED,
                 )
+            except asyncio.CancelledError:
+                offer.cancel()  # taken or not, this slot will not do what it is handed
+                raise
             finally:
                 halt.cancel()
                 wake.cancel()
@@ -288,15 +291,22 @@ class Worker:
         self._idle.clear()
         owners = [owner] + [f"{self.name}/{index}" for index, _ in helpers]
         claimed: list[Work] = []
+        orphans: list[tuple[Work, str]] = []  # claimed for a slot a drain's end cancelled
         try:
             claimed = await asyncio.to_thread(self._claim, owners, look_first)
         finally:
-            for k, (_, offer) in enumerate(helpers, start=1):
+            for k, (index, offer) in enumerate(helpers, start=1):
                 work = claimed[k] if k < len(claimed) else None
-                if not offer.done():  # (a helper cancelled by a drain's end is gone)
+                if offer.done():
                     if work is not None:
-                        self._busy += 1  # the helper's, from now until it has done it
-                    offer.set_result(work)
+                        orphans.append((work, f"{self.name}/{index}"))
+                    continue
+                if work is not None:
+                    self._busy += 1  # the helper's, from now until it has done it
+                offer.set_result(work)
+            if orphans:  # given back at once, as a drain gives back what it cuts short
+                with contextlib.suppress(StoreError):
+                    await asyncio.shield(asyncio.to_thread(self._give_back, orphans))
         if not claimed:
             return False
         await self._do(claimed[0], owner)
@@ -334,6 +344,14 @@ class Worker:
             with contextlib.suppress(StoreError):
                 await asyncio.shield(asyncio.to_thread(release))
             raise
+
+    def _give_back(self, orphans: list[tuple[Work, str]]) -> None:
+        """Release claimed work nobody will start (an event's lease just runs out)."""
+        for work, owner in orphans:
+            if isinstance(work, JobRecord):
+                self.store.release_job(work.id, owner)
+            elif isinstance(work, RunRecord):
+                self.store.release_run(work.id, owner)
 
     def _release_run(self, run: RunRecord, owner: str) -> Any:
         return lambda: self.store.release_run(run.id, owner)
