@@ -128,3 +128,19 @@ def test_strings_on_spans_are_bounded_and_captured_messages_keep_the_latest(
         ("assistant", "ok "),
         ("user", "aga"),
     ]
+
+
+def test_the_span_limit_wins_over_the_general_one_and_a_bad_value_is_said(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from pi_runtime.observe.otel._bounded import DEFAULT_LIMIT, limit_from_env
+
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "500")
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "200")
+    assert limit_from_env() == 200
+    monkeypatch.setenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "16k")
+    with caplog.at_level("WARNING", logger="pi_runtime.observe.otel"):
+        assert limit_from_env() == 500  # the bad one passed over, and said
+    assert "OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT='16k' is no whole number" in caplog.text
+    monkeypatch.setenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT", "٣٠")  # digits, not ASCII ones
+    assert limit_from_env() == DEFAULT_LIMIT

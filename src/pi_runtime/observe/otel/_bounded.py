@@ -14,6 +14,7 @@ writes to, so no call site can forget.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram
     from opentelemetry.trace import Span
 
+log = logging.getLogger("pi_runtime.observe.otel")
+
 DEFAULT_LIMIT = 16_384
 """Characters of one string value when no variable sets the limit."""
 LIMIT_ENVS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
@@ -33,12 +36,15 @@ CUT = "…"
 
 
 def limit_from_env() -> int:
-    """The length limit of a string value: the first of `LIMIT_ENVS` set to a whole
-    number (0 or more), else `DEFAULT_LIMIT`."""
+    """The length limit of a string value: the first of `LIMIT_ENVS` set, as a whole
+    number (0 or more), else `DEFAULT_LIMIT`. A value that is no such number is said in
+    the log and passed over (the SDK, which reads the same variables, refuses it)."""
     for name in LIMIT_ENVS:
         value = os.environ.get(name, "").strip()
-        if value.isdigit():
+        if value.isascii() and value.isdigit():
             return int(value)
+        if value:
+            log.warning("%s=%r is no whole number of characters: not used", name, value[:40])
     return DEFAULT_LIMIT
 
 

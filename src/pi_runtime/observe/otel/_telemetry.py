@@ -51,9 +51,8 @@ class Telemetry:
         meter_provider: Any = None,
         capture_content: bool = False,
         owned: tuple[Any, ...] = (),
-        limit: int | None = None,
     ) -> None:
-        self.limit = limit_from_env() if limit is None else limit
+        self.limit = limit_from_env()
         self.tracer_provider = tracer_provider or trace.get_tracer_provider()
         self.meter_provider = meter_provider or metrics.get_meter_provider()
         self.tracer = self.tracer_provider.get_tracer(SCOPE)
