@@ -89,6 +89,7 @@ def agent_server(agent: Agent, name: str, description: str) -> Server[Any]:
         raise UserError(
             "pi mcp serve needs the mcp package: pip install 'pi-runtime[mcp]'"
         ) from None
+    from ..messages import clipped
 
     schema = {
         "type": "object",
@@ -116,7 +117,7 @@ def agent_server(agent: Agent, name: str, description: str) -> Server[Any]:
         try:
             result = await agent.run(task, session_id=session)
         except UserError as exc:
-            return _error(f"the agent could not start: {_clip(str(exc))}")
+            return _error(f"the agent could not start: {clipped(str(exc), MAX_ERROR_CHARS)}")
         return _answer(result)
 
     return Server(name=f"pi-{name}", on_list_tools=list_tools, on_call_tool=call_tool)
@@ -125,10 +126,12 @@ def agent_server(agent: Agent, name: str, description: str) -> Server[Any]:
 def _answer(result: RunResult) -> types.CallToolResult:
     import mcp.types as types
 
+    from ..messages import clipped
+
     if result.status != "completed":
         detail = f"the agent stopped with {result.stop_reason} before answering"
         if result.error:
-            detail += f": {_clip(result.error)}"
+            detail += f": {clipped(result.error, MAX_ERROR_CHARS)}"
         return _error(detail)
     output = result.output
     if isinstance(output, dict):
@@ -160,7 +163,3 @@ def _description(agent: Agent, name: str) -> str:
         role = getattr(agent.instructions, "role", None)
     about = f" It says of itself: {role.strip()}" if role and role.strip() else ""
     return f"Runs the Pi agent {name!r} on a task and returns its final answer.{about}"
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ERROR_CHARS else text[: MAX_ERROR_CHARS - 1] + "…"

@@ -19,9 +19,12 @@ import json
 from typing import Any
 
 from ..loop import RunResult
-from ..messages import AssistantMessage, ToolCall, ToolResultMessage, parse_object
+from ..messages import AssistantMessage, ToolCall, ToolResultMessage, clipped, parse_object
 from ..messages.canonical import canonical_json, canonical_value
 from .suite import Case, ExpectedCall
+
+_SHOWN_CHARS = 160
+"""What a failure line quotes of an answer or an error."""
 
 
 def calls_made(result: RunResult) -> list[tuple[ToolCall, bool]]:
@@ -60,10 +63,10 @@ def score(case: Case, result: RunResult) -> list[str]:
         elif case.expect_output.search(answer) is None:
             failures.append(
                 f"expect_output /{case.expect_output.pattern}/ not found in the answer: "
-                f"{_clip(answer)}"
+                f"{clipped(answer, _SHOWN_CHARS)}"
             )
     if case.expect_stop is not None and result.stop_reason != case.expect_stop:
-        detail = f" ({_clip(result.error)})" if result.error else ""
+        detail = f" ({clipped(result.error, _SHOWN_CHARS)})" if result.error else ""
         failures.append(f"expect_stop {case.expect_stop}: stopped {result.stop_reason}{detail}")
     return failures
 
@@ -124,7 +127,3 @@ def _answer_text(output: Any) -> str | None:
     if isinstance(output, str):
         return output
     return json.dumps(output, ensure_ascii=False)
-
-
-def _clip(text: str, limit: int = 160) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -31,7 +31,7 @@ from pydantic import Field
 from ..context import PromptParts, render_system_prompt
 from ..context.prompt import DEFAULT_ROLE
 from ..exceptions import SecurityViolation, ToolError, UserError
-from ..messages import Message, ToolErrorKind
+from ..messages import Message, ToolErrorKind, clipped
 from ..tools import ToolSpec, encode_result, tool
 from ..tools.scope import current_call
 
@@ -161,7 +161,7 @@ async def _run(
         return await child.run(task, history=history, session_id=session)
     except UserError as exc:  # the child could not start (its trace folder; too deep)
         raise ToolError(
-            f"sub-agent {name!r} could not start: {_clip(str(exc))}",
+            f"sub-agent {name!r} could not start: {clipped(str(exc), _MAX_DETAIL)}",
             kind=ToolErrorKind.SUBAGENT_FAILED,
             hint="Do this part yourself with your own tools, or answer with what you have.",
         ) from None
@@ -174,11 +174,7 @@ def _answer(name: str, result: RunResult) -> str:
         return output if isinstance(output, str) else encode_result(output)
     detail = f"sub-agent {name!r} stopped with {result.stop_reason} before answering"
     if result.error:
-        detail += f": {_clip(result.error)}"
+        detail += f": {clipped(result.error, _MAX_DETAIL)}"
     if result.stop_reason == "security":
         raise SecurityViolation(detail)
     raise ToolError(detail, kind=ToolErrorKind.SUBAGENT_FAILED)
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"

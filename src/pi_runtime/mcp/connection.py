@@ -33,7 +33,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..exceptions import ToolError, TransientError
-from ..messages import ToolErrorKind, redact
+from ..messages import ToolErrorKind, clipped, redact
 from .config import MCPServer
 from .malformed import Malformed, Watch
 from .transports import ServerUnavailable, client_for
@@ -50,6 +50,8 @@ CLOSE_GRACE_S = 10.0
 MAX_TOOL_PAGES = 50
 IDEMPOTENCY_META = "pi-runtime/idempotency-key"
 """The `_meta` key a call of a non-idempotent tool carries its idempotency key in."""
+_SHOWN_CHARS = 500
+"""What an error quotes of a server's message."""
 
 
 class _Session:
@@ -204,7 +206,9 @@ class Connection:
                     "the call took effect is unknown."
                 ) from None
             kind = ToolErrorKind.INVALID_ARGUMENTS if exc.code == INVALID_PARAMS else None
-            raise ToolError(f"{self.server.where()}: {_clip(exc.message)}", kind=kind) from None
+            raise ToolError(
+                f"{self.server.where()}: {clipped(exc.message, _SHOWN_CHARS)}", kind=kind
+            ) from None
         except Exception as exc:
             if _is_transport(exc):
                 session.dead = True
@@ -214,7 +218,7 @@ class Connection:
                 ) from None
             if type(exc).__name__ == "ValidationError":
                 raise ToolError(
-                    f"{self.server.where()} answered with a malformed result: {_clip(str(exc))}"
+                    f"{self.server.where()} answered with a malformed result: {clipped(str(exc), _SHOWN_CHARS)}"
                 ) from None
             raise
 
@@ -315,7 +319,7 @@ def _why(exc: BaseException) -> str:
     text = str(leaf).strip() or type(leaf).__name__
     if not isinstance(leaf, ServerUnavailable):
         text = f"{type(leaf).__name__}: {text}"
-    return _clip(redact(text))
+    return clipped(redact(text), _SHOWN_CHARS)
 
 
 def _is_transport(exc: BaseException) -> bool:
@@ -332,10 +336,6 @@ def _is_transport(exc: BaseException) -> bool:
 
         transport += (httpx2.TransportError,)
     return any(isinstance(leaf, transport) for leaf in _leaves(exc))
-
-
-def _clip(text: str, limit: int = 500) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..messages import redact, repair_text
+from ..messages import clipped, redact, repair_text
 
 log = logging.getLogger("pi_runtime.mcp")
 
@@ -98,7 +98,7 @@ def account(exc: BaseException) -> str:
         text = f"{escaped(redact(what))}; it began: {head}"
     else:
         text = escaped(redact(repair_text(f"{type(exc).__name__}: {exc}")))
-    return text if len(text) <= MAX_ACCOUNT_CHARS else text[: MAX_ACCOUNT_CHARS - 1] + "…"
+    return clipped(text, MAX_ACCOUNT_CHARS)
 
 
 def escaped(text: str) -> str:

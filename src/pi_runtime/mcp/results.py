@@ -19,7 +19,7 @@ import base64
 from typing import Any
 
 from ..exceptions import ToolError
-from ..messages import ToolErrorKind
+from ..messages import ToolErrorKind, clipped
 
 MAX_ERROR_CHARS = 2_000
 
@@ -32,9 +32,7 @@ def result_value(result: Any, *, tool: str) -> Any:
         message = "\n".join(line for line in lines if line).strip()
         if not message:
             message = f"{tool} reported an error without saying what it was"
-        if len(message) > MAX_ERROR_CHARS:
-            message = message[: MAX_ERROR_CHARS - 1] + "…"
-        raise ToolError(message, kind=ToolErrorKind.TOOL_ERROR)
+        raise ToolError(clipped(message, MAX_ERROR_CHARS), kind=ToolErrorKind.TOOL_ERROR)
     structured = getattr(result, "structured_content", None)
     if structured is not None and all(getattr(b, "type", None) == "text" for b in blocks):
         return structured

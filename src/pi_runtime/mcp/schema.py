@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from ..messages import depth_within
+from ..messages import clipped, depth_within
 from ..tools.linear_pattern import is_linear
 
 MAX_SCHEMA_BYTES = 64_000
@@ -135,7 +135,7 @@ def _linear_patterns(node: dict[str, Any]) -> None:
         patterns += list(node["patternProperties"])
     for pattern in patterns:
         if not is_linear(pattern) and _compiles(pattern):  # (else said as not compiling)
-            shown = pattern if len(pattern) <= 80 else pattern[:79] + "…"
+            shown = clipped(pattern, 80)
             raise UnusableSchema(
                 f"the input schema's pattern {shown!r} needs lookaround or a backreference, "
                 "which could take time exponential in the text the model writes"

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict
 
 from ..exceptions import UserError
-from ..messages import repair_text
+from ..messages import clipped, repair_text
 from ..tools import IDEMPOTENCY_PARAM, ToolSpec
 from .config import MCPServer
 from .connection import Connection
@@ -204,9 +204,7 @@ def _description(listed: Any) -> str:
     hints = listed.annotations
     text = listed.description or listed.title or (hints.title if hints else None) or listed.name
     text = repair_text(str(text)).strip() or listed.name
-    if len(text) > MAX_DESCRIPTION_CHARS:
-        text = text[: MAX_DESCRIPTION_CHARS - 1] + "…"
-    return text
+    return clipped(text, MAX_DESCRIPTION_CHARS)
 
 
 def _check_names(specs: list[ToolSpec], taken: Collection[str]) -> None:

@@ -30,6 +30,7 @@ from ._redact import keep_secret, redact, redact_url
 from ._text import (
     check_keywords,
     check_name,
+    clipped,
     has_surrogates,
     repair_fields,
     repair_text,
@@ -67,6 +68,7 @@ __all__ = [
     "UserOrigin",
     "check_keywords",
     "check_name",
+    "clipped",
     "depth_within",
     "error_info_of",
     "error_text",

@@ -37,6 +37,13 @@ def repair_text(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
+def clipped(text: str, limit: int) -> str:
+    """`text` at most `limit` characters; a cut one ends in `…` (within the limit)."""
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1] + "…" if limit > 0 else ""
+
+
 def repair_value(value: Any) -> Any:
     """A JSON-like value with every string (keys included) repaired; others unchanged.
 

@@ -15,7 +15,7 @@ import json
 from typing import Any
 
 from ..exceptions import ModelError
-from ..messages import redact, repair_text
+from ..messages import clipped, redact, repair_text
 
 __all__ = [
     "MAX_QUOTED_CHARS",
@@ -68,7 +68,7 @@ def one_line(text: str, limit: int = 300) -> str:
     """Provider text as one line of at most `limit` characters, redacted before the cut,
     half a surrogate pair made U+FFFD (a store or exporter would refuse the text)."""
     text = " ".join(redact(repair_text(text)).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clipped(text, limit)
 
 
 def plain(event: object) -> object:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from ..messages import TextBlock
+from ..messages import TextBlock, clipped
 from .events import (
     ApprovalRequested,
     Event,
@@ -33,7 +33,7 @@ def first_sentence(text: str, limit: int = 160) -> str:
     """The first sentence of `text`, whitespace folded, at most `limit` characters."""
     folded = " ".join(text.split())
     sentence = _SENTENCE_END.split(folded, maxsplit=1)[0] if folded else ""
-    return sentence if len(sentence) <= limit else sentence[: limit - 1] + "…"
+    return clipped(sentence, limit)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

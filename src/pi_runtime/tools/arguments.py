@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from ..memo import ByIdentity
-from ..messages import hint_for, json_path, parse_object, redact
+from ..messages import clipped, hint_for, json_path, parse_object, redact
 from .classify import described
 from .linear_pattern import LinearValidator
 from .spec import ToolSpec
@@ -174,13 +174,15 @@ def rejection(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         return "Arguments were rejected: " + _joined(map(describe_pydantic_error, exc.errors()))
     # redacted before the cut, so a key in the validator's words is never half-shown
-    return _clip(" ".join(redact(f"Arguments were rejected: {described(exc)}").split()))
+    return clipped(
+        " ".join(redact(f"Arguments were rejected: {described(exc)}").split()), MAX_LINE_CHARS
+    )
 
 
 def describe_schema_error(error: SchemaError) -> str:
     """One JSON Schema error as `path: what is wrong`."""
     how = _explain(str(error.validator), error.validator_value, error.instance)
-    return _clip(f"{json_path(error.absolute_path)}: {how or error.message}")
+    return clipped(f"{json_path(error.absolute_path)}: {how or error.message}", MAX_LINE_CHARS)
 
 
 def describe_pydantic_error(error: ErrorDetails) -> str:
@@ -194,7 +196,7 @@ def describe_pydantic_error(error: ErrorDetails) -> str:
         how = f"{_number(error['input'])} is not a finite number"
     elif error["type"] == "int_parsing_size":  # a whole float past 64 bits, such as 1e20
         how = f"{_number(error['input'])} is too large to send as a float; write out its digits"
-    return _clip(f"{json_path(error['loc'])}: {how or error['msg']}")
+    return clipped(f"{json_path(error['loc'])}: {how or error['msg']}", MAX_LINE_CHARS)
 
 
 _PYDANTIC_KEYWORDS = {
@@ -263,10 +265,6 @@ def _quote(value: Any) -> str:
         return f"{value[:MAX_QUOTED_CHARS]!r}… ({len(value)} characters)"
     text = repr(value)
     return text if len(text) <= MAX_QUOTED_CHARS else text[:MAX_QUOTED_CHARS] + "…"
-
-
-def _clip(line: str) -> str:
-    return line if len(line) <= MAX_LINE_CHARS else line[: MAX_LINE_CHARS - 1] + "…"
 
 
 def _joined(lines: Iterable[str]) -> str:

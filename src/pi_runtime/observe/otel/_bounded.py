@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import Status
 
-from ...messages import repair_text
+from ...messages import clipped, repair_text
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import Histogram
@@ -32,7 +32,6 @@ log = logging.getLogger("pi_runtime.observe.otel")
 DEFAULT_LIMIT = 16_384
 """Characters of one string value when no variable sets the limit."""
 LIMIT_ENVS = ("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT")
-CUT = "…"
 
 
 def limit_from_env() -> int:
@@ -65,9 +64,7 @@ def bounded_all(attributes: Mapping[str, Any] | None, limit: int) -> dict[str, A
 
 def bounded_text(text: str, limit: int) -> str:
     """`text` repaired and at most `limit` characters, the last of a cut one `…`."""
-    if len(text) > limit:
-        text = text[: max(limit - 1, 0)] + CUT if limit else ""
-    return repair_text(text)
+    return repair_text(clipped(text, limit))
 
 
 class BoundedSpan:
