@@ -333,6 +333,31 @@ def test_two_agents_tool_modules_of_one_name_are_refused_not_mixed_up(tmp_path: 
         Agent.from_file(tmp_path / "two" / "agent.toml", trace_dir=False)
 
 
+def test_two_agents_guardrail_modules_of_one_name_are_refused_not_mixed_up(
+    tmp_path: Path,
+) -> None:
+    module = f"checks_{uuid.uuid4().hex[:8]}"
+    for name, word in (("one", "first"), ("two", "second")):
+        folder = tmp_path / name
+        folder.mkdir()
+        _, tools = scratch(folder, BASE)
+        guard = f"def check(value):\n    return None  # the {word} agent's\n"
+        (folder / f"{module}.py").write_text(guard, encoding="utf-8")
+        body = BASE.replace("{tools}", tools) + f'[guardrails]\ninput = ["{module}:check"]\n'
+        (folder / "agent.toml").write_text(body, encoding="utf-8")
+    Agent.from_file(tmp_path / "one" / "agent.toml", trace_dir=False)
+    with pytest.raises(UserError, match=r"already imported from .*one"):
+        Agent.from_file(tmp_path / "two" / "agent.toml", trace_dir=False)
+
+
+def test_a_guardrail_module_calling_sys_exit_at_import_is_a_user_error(tmp_path: Path) -> None:
+    module = f"exits_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{module}.py").write_text("import sys\n\nsys.exit(5)\n", encoding="utf-8")
+    path, _ = scratch(tmp_path, f'escalate = "{module}:hook"\n' + BASE)
+    with pytest.raises(UserError, match=rf"importing '{module}' called sys.exit\(5\)"):
+        Agent.from_file(path, trace_dir=False)
+
+
 def test_limits_live_in_one_place_with_the_retries() -> None:
     from pi_runtime import Limits
     from pi_runtime.testing import ScriptedModel

@@ -352,6 +352,11 @@ BAD_FILES = {
     "wrong_shape.json": json.dumps({"steps": [{"txt": "typo in a field name"}]}),
     "no_steps.json": json.dumps({"turns": []}),
     "syntaxerror_tools.py": "def broken(:\n",
+    "exiting_tools.py": "import sys\n\nsys.exit(0)\n",
+    "unsayable_tools.py": (
+        "class Unsayable(Exception):\n    def __str__(self):\n        raise ValueError\n\n"
+        "raise Unsayable()\n"
+    ),
 }
 
 BAD_USAGE: dict[str, tuple[list[str], list[str]]] = {
@@ -367,6 +372,14 @@ BAD_USAGE: dict[str, tuple[list[str], list[str]]] = {
     "module with a syntax error": (
         ["--tools", "syntaxerror_tools:TOOLS"],
         ["cannot import", "syntaxerror_tools"],
+    ),
+    "module calling sys.exit at import": (
+        ["--tools", "exiting_tools:TOOLS"],
+        ["importing 'exiting_tools' called sys.exit(0)"],
+    ),
+    "module raising an error that cannot be said": (
+        ["--tools", "unsayable_tools:TOOLS"],
+        ["cannot import 'unsayable_tools': Unsayable"],
     ),
     "attribute missing": (["--tools", "mytools:missing"], ["no attribute", "missing"]),
     "attribute not a tool": (["--tools", "mytools:NOT_A_TOOL"], ["NOT_A_TOOL", "@tool"]),

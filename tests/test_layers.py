@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "exceptions": 0,
     "cachedir": 0,  # a path from the environment, for any layer
     "memo": 0,  # bounded memos, for any layer
+    "usercode": 0,  # importing a user's MODULE:ATTR, for any layer
     "messages": 1,
     "qrp1": 1,
     "models": 2,

@@ -17,7 +17,6 @@ from ..exceptions import UserError
 from ..loop.approvals import reach_tool
 from ..messages import ToolErrorKind, redact, tool_error_info
 from ..models import Model
-from ._session_agents import importing_user_code
 from .executor import JobOutcome, execute_job
 from .recipe import Recipe
 from .records import JobRecord
@@ -52,8 +51,7 @@ async def run_mcp_job(
     if not recipe.mcp:
         return None
     try:
-        with importing_user_code():
-            agent = recipe.build_agent(trace_dir=False, models=models)
+        agent = recipe.build_agent(trace_dir=False, models=models)
     except UserError as exc:
         why = f"the session's agent cannot be built: {redact(str(exc))}"
         return await _cannot_run(store, job, why, UNBUILDABLE_HINT, owner=owner, lease_s=lease_s)

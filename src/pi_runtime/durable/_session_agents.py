@@ -4,16 +4,14 @@ A session keeps the agent it was created with for its whole life, so a worker re
 once per session (a job and the run continuing after it would read it twice). Tools are
 loaded once per set of tool references: sessions of one agent share them.
 
-Loading them runs user code: a module that calls `sys.exit()` at import makes its tools
-not loadable here (`importing_user_code`), like one that raises; the worker goes on.
+Loading them runs user code: a module that raises at import, or calls `sys.exit()`,
+makes its tools not loadable here (`usercode`); the worker goes on.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import Iterator
 
 from ..exceptions import UserError
 from ..memo import Bounded
@@ -25,17 +23,6 @@ log = logging.getLogger("pi_runtime.durable")
 
 Tools = dict[str, ToolSpec] | None
 """Tools by name; None when they cannot be loaded in this process."""
-
-
-@contextlib.contextmanager
-def importing_user_code() -> Iterator[None]:
-    """A SystemExit raised inside (by a tool module at import) as a UserError, which the
-    worker answers like any tool that cannot be loaded, rather than exiting."""
-    try:
-        yield
-    except SystemExit as exc:
-        code = exc.code if type(exc.code) is int else 1
-        raise UserError(f"importing the tools called sys.exit({code})") from None
 
 
 class SessionAgents:
@@ -67,8 +54,7 @@ class SessionAgents:
         if refs in self._tools:
             return self._tools.get(refs)
         try:
-            with importing_user_code():
-                tools: Tools = {spec.name: spec for spec in recipe.load_tools()}
+            tools: Tools = {spec.name: spec for spec in recipe.load_tools()}
         except UserError as exc:
             log.warning("session %s: its tools cannot be loaded here: %s", session_id, exc)
             tools = None

@@ -39,7 +39,7 @@ from ..messages import redact
 from ..models import Model
 from ..tools import ToolSpec
 from ._mcp_jobs import run_mcp_job
-from ._session_agents import SessionAgents, importing_user_code
+from ._session_agents import SessionAgents
 from ._watch import Watch
 from .errors import LeaseLost, StoreError
 from .executor import Finish, execute_job
@@ -390,13 +390,12 @@ class Worker:
                 inputs = await asyncio.to_thread(self.store.turn_inputs, run)
             request = request_from(run, inputs.requested)
             # the very agent the session defines, with the limits its request was given
-            with importing_user_code():
-                agent = recipe.build_agent(
-                    trace_dir=self.trace_dir,
-                    models=self._models,
-                    limits=request.limits,
-                    memory_store=self.store,
-                )
+            agent = recipe.build_agent(
+                trace_dir=self.trace_dir,
+                models=self._models,
+                limits=request.limits,
+                memory_store=self.store,
+            )
             # the agent lives for this run: its MCP servers' sessions end with it
             turn = await agent.mcp.closing(
                 run_held(

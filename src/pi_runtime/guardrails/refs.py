@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
+from ..usercode import import_user_module
 
 
 def check_ref(ref: Any) -> str:
@@ -27,15 +26,7 @@ def load_callable(ref: str, import_path: str | Path | None = None) -> Any:
         import_path: a folder to make importable first (an agent file's folder).
     """
     module_name, _, attr = check_ref(ref).partition(":")
-    folder = str(import_path) if import_path is not None else None
-    if folder and Path(folder).is_dir() and folder not in sys.path:
-        sys.path.insert(0, folder)
-    try:
-        value: Any = importlib.import_module(module_name)
-    except Exception as exc:  # ImportError, SyntaxError, or the module raising at import
-        raise UserError(
-            f"{ref}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
-        ) from exc
+    value: Any = import_user_module(module_name, import_path, ref=ref)
     for part in attr.split("."):
         if not hasattr(value, part):
             raise UserError(f"{ref}: {module_name!r} has no attribute {attr!r}")
