@@ -16,7 +16,17 @@ from typing import Any
 
 import pytest
 
-from pi_runtime import Agent, PendingApproval, RunResult, UserError, tool
+from pi_runtime import (
+    Agent,
+    Allow,
+    Deny,
+    Guardrails,
+    PendingApproval,
+    Rewrite,
+    RunResult,
+    UserError,
+    tool,
+)
 from pi_runtime.loop.definition import AgentDefinition
 from pi_runtime.messages import ToolResultMessage
 from pi_runtime.messages.canonical import canonical_json
@@ -284,6 +294,80 @@ def test_a_second_decision_on_the_same_call_is_refused_and_the_call_ran_once() -
         with pytest.raises(UserError, match="already decided"):
             again()
     assert len(refunds) == 1
+
+
+def test_two_decisions_taken_at_once_run_the_call_once(tmp_path: Path) -> None:
+    async def slow_policy(arguments: dict[str, Any]) -> Allow:
+        await asyncio.sleep(0.01)  # an async check: both decisions are in flight at once
+        return Allow()
+
+    a = agent(LOOKUP_AND_REFUND, guardrails=Guardrails(tools={"refund": [slow_policy]}))
+    first = awaiting(a)
+
+    async def both() -> list[Any]:
+        twice = (a.approve(first, "call_0_1"), a.approve(first, "call_0_1"))
+        return await asyncio.gather(*twice, return_exceptions=True)
+
+    done, again = asyncio.run(both())
+    assert isinstance(done, RunResult) and done.status == "completed"
+    assert isinstance(again, UserError) and "already decided" in str(again)
+    assert len(refunds) == 1
+
+
+def test_a_decision_on_a_result_a_later_one_superseded_is_refused() -> None:
+    a = agent(
+        [
+            parallel_calls(
+                function_call("refund", REFUND_50),
+                function_call("refund", {"order_id": "A2", "amount": 5}),
+            ),
+            text("Both refunded."),
+        ]
+    )
+    first = awaiting(a)
+    half = a.approve_sync(first, "call_0_0")
+    with pytest.raises(UserError, match="out of date"):
+        a.approve_sync(first, "call_0_1")  # `first` still lists call_0_0 as waiting
+    done = a.approve_sync(half, "call_0_1")
+    assert done.status == "completed"
+    assert sorted(r[0] for r in refunds) == ["A1", "A2"]
+
+
+def test_runs_of_one_session_are_decided_apart() -> None:
+    a = agent(
+        [
+            function_call("refund", REFUND_50),
+            text("Done."),
+            function_call("refund", REFUND_50),
+            text("Done again."),
+        ]
+    )
+    one = a.run_sync("refund A1", session_id="s")
+    two = a.run_sync("refund A1 again", session_id="s")
+    assert [p.call_id for p in one.pending_approvals] == [p.call_id for p in two.pending_approvals]
+    assert a.approve_sync(one, "call_0_0").status == "completed"
+    assert a.reject_sync(two, "call_0_0", reason="once is enough").status == "completed"
+    assert len(refunds) == 1
+
+
+def test_edited_arguments_go_through_the_tools_guardrails() -> None:
+    def small_refunds(arguments: dict[str, Any]) -> Allow | Deny | Rewrite:
+        if arguments["amount"] > 60:
+            return Deny("refunds over 60 need a manager")
+        if arguments["order_id"] != arguments["order_id"].upper():
+            return Rewrite({**arguments, "order_id": arguments["order_id"].upper()})
+        return Allow()
+
+    a = agent(LOOKUP_AND_REFUND, guardrails=Guardrails(tools={"refund": [small_refunds]}))
+    first = awaiting(a)
+    with pytest.raises(UserError, match=r"refused: Guardrail .*small_refunds .*over 60"):
+        a.approve_sync(first, "call_0_1", {"order_id": "A1", "amount": 90})
+    assert refunds == []  # nothing ran, and the call still waits
+    done = a.approve_sync(first, "call_0_1", {"order_id": "a1", "amount": 20})
+    assert done.status == "completed"
+    assert [r[:2] for r in refunds] == [("A1", 20.0)]  # as the guardrail rewrote them
+    granted = next(e for e in done.events if e.kind == "approval_granted")
+    assert granted.arguments == {"order_id": "A1", "amount": 20}  # type: ignore[union-attr]
 
 
 def test_a_stale_fingerprint_is_refused() -> None:

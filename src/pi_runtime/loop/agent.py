@@ -169,7 +169,7 @@ class Agent(Decisions):
             raise UserError(f"approval names tools the agent does not have: {missing}{hint}")
         self.approval = given | {s.name for s in self.tools if s.requires_approval}
         self.mcp = mcp_tools_of(mcp)
-        self._decided: set[tuple[str, str]] = set()  # (session, call) decided in memory
+        self._decided: set[tuple[str, str]] = set()  # (run, call) decided in memory
         self.memory = check_memory(memory, names)
         if limits is not None and not isinstance(limits, Limits):
             raise UserError(f"limits must be a Limits, got {limits!r}")

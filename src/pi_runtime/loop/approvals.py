@@ -35,7 +35,7 @@ from ..messages import (
     tool_error_result,
 )
 from ..observe import ApprovalGranted, ApprovalRejected, Event, compute_metrics
-from ..tools import Gate, PendingApproval, ToolSpec, check_edited, fingerprint
+from ..tools import Gate, PendingApproval, ToolOutcome, ToolSpec, check_edited, fingerprint
 from ._mcp import allowed_with_mcp, listed
 from .run_result import RunResult
 
@@ -158,9 +158,9 @@ async def check_decision(
     spec = await tool_of(agent, pending.tool)
     if spec is None:
         raise UserError(f"call {pending.call_id!r}: the agent has no tool {pending.tool!r}")
-    final = (
-        pending.arguments if decision.arguments is None else check_edited(spec, decision.arguments)
-    )
+    final = pending.arguments
+    if decision.arguments is not None:
+        final = await _guarded_edit(agent, pending, check_edited(spec, decision.arguments))
     raw = json.dumps(final, ensure_ascii=False)
     return Checked(
         pending=pending,
@@ -227,15 +227,23 @@ async def run_approved(agent: Agent, checked: Checked, session_id: str) -> ToolR
 
 
 async def decide_in_memory(agent: Agent, result: RunResult, decision: Decision) -> RunResult:
-    """Take `decision` on a run kept in memory; continue it once nothing is left waiting."""
+    """Take `decision` on a run kept in memory; continue it once nothing is left waiting.
+
+    The call is claimed before anything is awaited, so of two decisions on it taken at
+    once (or on copies of one result) the second is refused; a refused decision gives the
+    claim back. A decision on a result that an earlier decision superseded is refused too:
+    the result that decision returned is the run's state.
+    """
     pending = _pending(result, decision.call_id, agent)
-    checked = await check_decision(agent, pending, decision, result.messages)
-    key = (result.session_id, pending.call_id)
-    agent._decided.add(key)  # claimed before it runs: a second decision is refused
+    key = (result.run_id, pending.call_id)
+    agent._decided.add(key)  # claimed before any await: a second decision is refused
+    ran = False
     try:
+        checked = await check_decision(agent, pending, decision, result.messages)
+        ran = checked.answer is None  # approved: from here the tool may have run
         answer = await run_approved(agent, checked, result.session_id)
     except BaseException:
-        if checked.answer is not None:  # nothing ran: the decision may be taken again
+        if not ran:  # nothing ran: the decision may be taken again
             agent._decided.discard(key)
         raise
     messages = (*result.messages, answer)
@@ -285,15 +293,23 @@ def _pending(result: RunResult, call_id: str, agent: Agent) -> PendingApproval:
             "decide on a RunResult (in memory) or a stored session "
             f"(pi_runtime.durable.StoredSession), not {type(result).__name__}"
         )
+    decided = {
+        p.call_id for p in result.pending_approvals if (result.run_id, p.call_id) in agent._decided
+    }
     for pending in result.pending_approvals:
         if pending.call_id == call_id:
-            if (result.session_id, call_id) in agent._decided:
+            if call_id in decided:
                 raise UserError(f"call {call_id!r} was already decided")
+            if decided:
+                raise UserError(
+                    f"this result is out of date: call {sorted(decided)[0]!r} was decided on "
+                    "it since; decide on the result that decision returned"
+                )
             return pending
     answered = any(
         isinstance(m, ToolResultMessage) and m.tool_call_id == call_id for m in result.messages
     )
-    if answered or (result.session_id, call_id) in agent._decided:
+    if answered or (result.run_id, call_id) in agent._decided:
         raise UserError(f"call {call_id!r} was already decided")
     if result.status != "awaiting" or not result.pending_approvals:
         raise UserError(f"run {result.run_id!r} is not waiting for an approval")
@@ -314,14 +330,35 @@ def _asked(messages: Sequence[Message], call_id: str) -> ToolCall | None:
 async def _reviewed_fingerprint(agent: Agent, call: ToolCall) -> str | None:
     """The fingerprint of the arguments the agent's gate holds `call` with for approval:
     the model's, checked against the schema and through the tool's guardrails (which may
-    rewrite them); None when the gate would not hold it. Nothing runs: a held call stops
-    before execution."""
-    # no session: nothing runs here, so no idempotency key is made from it
+    rewrite them); None when the gate would not hold it."""
+    held = (await _screened(agent, call)).approval
+    return None if held is None else held.fingerprint
+
+
+async def _guarded_edit(
+    agent: Agent, pending: PendingApproval, arguments: dict[str, Any]
+) -> dict[str, Any]:
+    """A person's edited `arguments` through the tool's guardrails, as the model's went
+    before they were held: what to run (a guardrail may rewrite them), or a UserError
+    saying which guardrail refused them (nothing runs, and the call still waits)."""
+    raw = json.dumps(arguments, ensure_ascii=False)
+    edited = ToolCall(id=pending.call_id, name=pending.tool, raw=raw, arguments=arguments)
+    outcome = await _screened(agent, edited)
+    if outcome.approval is None:
+        error = outcome.message.error if outcome.message is not None else None
+        said = error.message if error is not None else "refused"
+        raise UserError(f"call {pending.call_id!r}: the edited arguments are refused: {said}")
+    return outcome.approval.arguments
+
+
+async def _screened(agent: Agent, call: ToolCall) -> ToolOutcome:
+    """`call` through the checks of the agent's gate up to approval, and held there: its
+    tool counts as needing approval whatever the policy says of these arguments, so
+    nothing runs (and no session is named, so no idempotency key is made)."""
     gate = Gate(
         await tools_for(agent, call.name),
         session_id="",
-        approval=agent.approval,
+        approval={*agent.approval, call.name},
         guardrails=agent.guardrails,
     )
-    held = (await gate.run(call)).approval
-    return None if held is None else held.fingerprint
+    return await gate.run(call)
