@@ -339,3 +339,28 @@ def test_run_prints_a_contract_answer_as_json(here: Path) -> None:
 
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout) == {"answer": "雨"}
+
+
+@pytest.mark.parametrize("mark", ["\u202e", "\u202a", "\u2066", "\u2069", "\u200f", "\u061c"])
+def test_bidirectional_controls_are_shown_as_escapes(mark: str) -> None:
+    from pi_runtime.cli._console import plain
+
+    shown = plain(f"ls {mark}; rm -rf ~ #")
+    assert mark not in shown
+    assert f"\\u{ord(mark):04x}" in shown
+    assert plain(f"a{mark}\nb", lines=True) == f"a\\u{ord(mark):04x}\nb"
+
+
+def test_an_approval_line_shows_every_argument_however_one_is_padded() -> None:
+    from pi_runtime.cli._console import MAX_SHOWN_VALUE_CHARS, shown_arguments
+
+    padded = {"note": "safe to approve " * 40, "cmd": "rm -rf / --no-preserve-root"}
+    shown = shown_arguments(padded)
+    assert 'cmd="rm -rf / --no-preserve-root"' in shown
+    assert f"({len(json.dumps(padded['note']))} characters)" in shown
+    assert len(shown) < MAX_SHOWN_VALUE_CHARS + 100
+
+    many = {f"k{i}": i for i in range(25)}
+    shown = shown_arguments(many)
+    assert "k19=19" in shown and "k20" not in shown
+    assert "… and 5 more arguments" in shown

@@ -250,8 +250,9 @@ def test_markup_from_a_run_is_shown_as_text(page: Page, tmp_path: Path) -> None:
     hostile = (
         "<img src=x onerror=\"document.title='owned'\"><script>document.title='owned'</script>"
     )
+    turned = "ls \u202e; rm -rf ~ #"  # reads as `ls # ~ fr- mr ;` when not escaped
     steps = [
-        {"tool_calls": [{"name": "lookup", "arguments": {"order_id": hostile}}]},
+        {"tool_calls": [{"name": "lookup", "arguments": {"order_id": hostile, "note": turned}}]},
         {"text": f"Answer: {hostile}"},
     ]
     agent = str(write_agent(tmp_path / "shop", steps))
@@ -263,7 +264,10 @@ def test_markup_from_a_run_is_shown_as_text(page: Page, tmp_path: Path) -> None:
         open_logged_in(page, server, f"/runs/{result['run_id']}")
         expect(page.locator("#output")).to_have_text(f"Answer: {hostile}")
         page.locator("#calls summary").first.click()
-        expect(page.locator("#calls pre").first).to_contain_text(json.dumps(hostile)[1:-1])
+        arguments = page.locator("#calls pre").first
+        expect(arguments).to_contain_text(json.dumps(hostile)[1:-1])
+        expect(arguments).to_contain_text(json.dumps(turned))  # the mark as its escape
+        assert "\u202e" not in arguments.inner_text()
         page.goto(f"{server.url}/sessions/s1")
         page.locator(".messages summary").click()
         expect(page.locator(".messages")).to_contain_text(hostile)

@@ -10,7 +10,8 @@ literally, with control characters escaped so that a message stays on one line.
 from __future__ import annotations
 
 import re
-from typing import NoReturn, TypeAlias
+from collections.abc import Mapping
+from typing import Any, NoReturn, TypeAlias
 
 import typer
 from rich.console import Console
@@ -20,9 +21,17 @@ Part: TypeAlias = object | tuple[object, str]
 """Text to print: a value shown as it is, or `(value, style)` with a Rich style."""
 
 # C0 and C1 controls, DEL and the Unicode line/paragraph separators: each could end a
-# line or drive the terminal, so each is shown as its Python escape.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_BUT_LF = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# line or drive the terminal. Bidirectional marks, embeddings, overrides and isolates:
+# each could make text read in another order than it runs (`ls \u202e; rm -rf ~`).
+# Each is shown as its Python escape.
+_BIDI = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+_CONTROL_BUT_LF = re.compile(f"[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029{_BIDI}]")
+
+MAX_SHOWN_ARGUMENTS = 20
+"""Arguments an approval line shows by name; it says how many more there are."""
+MAX_SHOWN_VALUE_CHARS = 120
+"""Characters an approval line shows of one argument's value; it says how many it has."""
 
 
 def _shown(match: re.Match[str]) -> str:
@@ -37,6 +46,26 @@ def plain(value: object, *, lines: bool = False) -> str:
 
     pattern = _CONTROL_BUT_LF if lines else _CONTROL
     return pattern.sub(_shown, repair_text(str(value)))
+
+
+def shown_arguments(arguments: Mapping[str, Any]) -> str:
+    """A call's arguments for a person to approve: every name up to
+    `MAX_SHOWN_ARGUMENTS`, each value as JSON cut to `MAX_SHOWN_VALUE_CHARS`. Whatever is
+    cut says so, so nothing can hide behind a padded field."""
+    import json
+
+    from ..messages import clipped
+
+    parts = []
+    for name, value in list(arguments.items())[:MAX_SHOWN_ARGUMENTS]:
+        text = json.dumps(value, ensure_ascii=False)
+        if len(text) > MAX_SHOWN_VALUE_CHARS:
+            text = f"{clipped(text, MAX_SHOWN_VALUE_CHARS)} ({len(text)} characters)"
+        parts.append(f"{name}={text}")
+    more = len(arguments) - MAX_SHOWN_ARGUMENTS
+    if more > 0:
+        parts.append(f"… and {more} more arguments (all of them: --json)")
+    return ", ".join(parts)
 
 
 def literal(value: object, style: str = "") -> Text:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..exceptions import UserError
-from ._console import err_console, fail, say
+from ._console import err_console, fail, say, shown_arguments
 from .session import DbOption, open_db
 
 if TYPE_CHECKING:
@@ -182,15 +182,13 @@ def show_result(result: RunResult, session_id: str, as_json: bool, err: Console)
 
 def awaiting_note(result: RunResult, session_id: str, err: Console) -> None:
     """What an awaiting session waits for, and the commands that move it on."""
-    import json
-
     for pending in result.pending_approvals:
-        args = json.dumps(pending.arguments, ensure_ascii=False)
+        args = shown_arguments(pending.arguments)
         say(
             err,
             "awaiting approval: ",
             (pending.call_id, "bold"),
-            f" {pending.tool}({args[:200]}) fingerprint {pending.fingerprint[:16]}…",
+            f" {pending.tool}({args}) fingerprint {pending.fingerprint[:16]}…",
         )
     if result.pending_approvals:
         say(

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..exceptions import UserError
-from ._console import console, err_console, fail, literal, say
+from ._console import console, err_console, fail, literal, say, shown_arguments
 
 if TYPE_CHECKING:
     from ..durable import Store
@@ -76,7 +76,7 @@ def show(
     for m in view["messages"]:
         say(out, f"  {m['seq']:>3} ", _line(m))
     for p in view["pending_approvals"]:
-        args = json.dumps(p["arguments"], ensure_ascii=False)[:200]
+        args = shown_arguments(p["arguments"])
         say(
             out,
             ("  awaiting approval: ", "yellow"),

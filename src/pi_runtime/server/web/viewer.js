@@ -29,15 +29,26 @@
     return flat.length > n ? `${flat.slice(0, n)}…` : flat;
   };
 
+  // Bidirectional marks, embeddings, overrides and isolates: in a value (arguments on an
+  // approval card, a result) each could make it read in another order than it runs, so
+  // each is shown as its JSON escape. Prose (a model's answer) keeps them.
+  const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+
+  function json(value) {
+    const text = JSON.stringify(value, null, 2);
+    if (text === undefined) return "";
+    return text.replace(BIDI, (c) => "\\u" + c.charCodeAt(0).toString(16).padStart(4, "0"));
+  }
+
   function pretty(value) {
     if (typeof value === "string") {
       try {
         const parsed = JSON.parse(value);
-        if (parsed && typeof parsed === "object") return JSON.stringify(parsed, null, 2);
+        if (parsed && typeof parsed === "object") return json(parsed);
       } catch (_) { /* not JSON: shown as it is */ }
       return value;
     }
-    return JSON.stringify(value, null, 2);
+    return json(value);
   }
 
   function table(headers, rows, attrs) {  // rows: a list of <tr>, or a <tbody>
