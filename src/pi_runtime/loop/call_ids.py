@@ -1,20 +1,23 @@
 """Tool call ids a run can keep: each one plain, and used once in its conversation.
 
 A call's id comes from the model or its provider, and names everything that answers the
-call: its result, its background job, the approval it waits for. An id that is empty,
-holds a control character, runs past what the store keeps (200 characters), or was
-given to another call already would have the store refuse the call's answer (one call,
-one result) and leave a durable session stuck. Such an id is replaced, in the assistant
-message the run keeps, by one of the run's own: `pi_<step>_<n>`, the same on a replay.
+call: its result, its background job, the approval it waits for. An id given to another
+call already would have the store refuse the call's answer (one call, one result) and
+leave a durable session stuck. An id is also a URL path segment (`/approvals/{call_id}`)
+and goes back to whichever provider continues the conversation (Anthropic takes only
+letters, digits, `_` and `-`). So the run keeps an id only if it is new in the
+conversation and plain: a letter or digit, then up to 199 letters, digits, `_` or `-`.
+Any other is replaced, in the assistant message the run keeps, by one of the run's own:
+`pi_<step>_<n>`, the same on a replay.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
-from ..exceptions import UserError
-from ..messages import AssistantMessage, Message, ToolCall, check_name
+from ..messages import AssistantMessage, Message, ToolCall
 
 
 class CallIds:
@@ -59,9 +62,9 @@ class CallIds:
         return candidate
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,199}")
+
+
 def plain_call_id(call_id: str) -> bool:
-    try:
-        check_name("call id", call_id)
-    except UserError:
-        return False
-    return True
+    """Whether the run may keep `call_id` as it came (see the module)."""
+    return isinstance(call_id, str) and _PLAIN.fullmatch(call_id) is not None
