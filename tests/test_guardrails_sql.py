@@ -241,6 +241,7 @@ FRAGMENTS = [
     "DROP TABLE t", "DELETE FROM t", "UPDATE t SET a = 2", "INSERT INTO t VALUES (9)",
     "CREATE TABLE u(a)", "ATTACH ':memory:' AS x", "PRAGMA user_version = 7", "VACUUM",
     "REPLACE INTO t VALUES (8)", "INTO", "UNION SELECT a FROM t",
+    "[", "]", "`", "[x'", "']", "1INTO t",
 ]  # fmt: skip
 
 

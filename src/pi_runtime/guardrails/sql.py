@@ -19,6 +19,17 @@ quoted names skipped, doubled quotes inside them), and refused when:
 - it holds a NUL, a control character, or a character outside quotes that is neither
   a letter, a digit nor SQL punctuation (a no-break space, a full-width `；`).
 
+Databases disagree on what quotes a name: PostgreSQL only `"…"`, MySQL also `` `…` ``,
+SQLite also `[…]` (ended by the first `]`), SQL Server `[…]` where `]]` is a `]`. Where
+one reads a quoted name another reads code (`arr[1]` is a subscript in PostgreSQL, and a
+`'` inside `[…]` opens text there), so the text is lexed once per reading and must pass
+every one. A number ends where its digits do: PostgreSQL up to 14 reads `1INTO t` as
+`1 INTO t`.
+
+The functions are a deny list. Families are refused by their prefix (`lo_`,
+`pg_stat_reset`, `pg_file_`, `pg_advisory_`, `dblink`, …): every member writes, locks or
+reaches outside the query, and a member a later release adds is refused too.
+
 This is one layer, not the wall: a function defined in the database can do anything
 and no text check sees it. Run such tools on a read-only role or connection.
 """
@@ -27,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .verdicts import Allow, Deny
@@ -38,6 +50,8 @@ WRITE_WORDS = frozenset(
         "INSERT", "UPDATE", "DELETE", "MERGE", "UPSERT", "DROP", "ALTER", "CREATE",
         "TRUNCATE", "GRANT", "REVOKE", "ATTACH", "DETACH", "PRAGMA", "VACUUM", "COPY",
         "CALL", "EXEC", "EXECUTE", "INTO", "OUTFILE", "DUMPFILE", "LOCK",
+        # SQL Server needs no `;` between statements: `SELECT 1 WAITFOR DELAY '1:00'`
+        "WAITFOR", "SHUTDOWN", "KILL", "DBCC", "RECONFIGURE", "DENY", "BACKUP", "RESTORE",
     }
 )  # fmt: skip
 """Words that write, lock or run other statements; none belongs in a read-only SELECT."""
@@ -48,25 +62,52 @@ LOCK_AFTER_FOR = frozenset({"UPDATE", "SHARE", "NO", "KEY"})
 SIDE_EFFECT_FUNCTIONS = frozenset(
     {
         # waiting (a denial of service)
-        "pg_sleep", "pg_sleep_for", "pg_sleep_until", "sleep", "benchmark",
+        "sleep", "benchmark",
         # files and large objects
-        "pg_read_file", "pg_read_binary_file", "pg_ls_dir", "pg_stat_file",
-        "lo_import", "lo_export", "lo_unlink", "lo_create", "lo_from_bytea", "lo_put",
-        "load_file", "load_extension", "readfile", "writefile", "edit",
-        # other connections, or a query given as text
-        "dblink", "dblink_exec", "dblink_send_query", "dblink_connect",
+        "pg_stat_file", "lowrite", "load_file", "load_extension", "readfile", "writefile", "edit",
+        # a query given as text, or run on another server
+        "openrowset", "openquery", "opendatasource",
         "query_to_xml", "query_to_xmlschema", "query_to_xml_and_xmlschema", "cursor_to_xml",
-        # settings, sequences, locks, the server itself
-        "set_config", "nextval", "setval", "pg_advisory_lock", "pg_advisory_xact_lock",
-        "pg_try_advisory_lock", "pg_try_advisory_xact_lock", "pg_notify",
+        # settings, sequences, transaction ids, locks
+        "set_config", "nextval", "setval", "txid_current", "pg_current_xact_id",
+        "pg_notify", "get_lock", "release_lock", "release_all_locks",
+        # the server itself
         "pg_terminate_backend", "pg_cancel_backend", "pg_reload_conf", "pg_rotate_logfile",
-        "pg_switch_wal", "pg_create_restore_point", "pg_logical_emit_message",
+        "pg_promote", "pg_switch_wal", "pg_switch_xlog", "pg_start_backup", "pg_stop_backup",
+        "pg_import_system_collations", "pg_log_backend_memory_contexts",
         "fts3_tokenizer", "xp_cmdshell", "sys_exec", "sys_eval",
     }
 )  # fmt: skip
+"""Functions that write, lock, wait or reach outside the query, by their whole name."""
+
+SIDE_EFFECT_PREFIXES = (
+    "pg_sleep", "pg_read_", "pg_ls_", "pg_file_", "lo_",
+    "dblink", "pg_advisory_", "pg_try_advisory_", "pg_stat_reset",
+    "pg_create_", "pg_drop_", "pg_copy_", "pg_replication_", "pg_logical_",
+    "pg_backup_", "pg_wal_replay_",
+)  # fmt: skip
+"""Families refused whole: files and large objects, other connections, advisory locks,
+statistics resets, replication slots and origins, backups and WAL replay."""
 
 _SPACE = frozenset(" \t\r\n\f")
 _QUOTES = frozenset("'\"`")
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """How one family of databases quotes names (text is `'…'` in all of them)."""
+
+    label: str
+    name_quotes: str
+    brackets_double: bool = False  # `]]` inside `[…]` is a `]`, not the end
+
+
+_READINGS = (
+    _Reading("PostgreSQL", '"'),
+    _Reading("MySQL", '"`'),
+    _Reading("SQLite", '"`['),
+    _Reading("SQL Server", '"[', brackets_double=True),
+)
 
 
 def select_problem(sql: str) -> str | None:
@@ -77,7 +118,18 @@ def select_problem(sql: str) -> str | None:
         return f"the SQL is longer than {MAX_SQL_CHARS} characters"
     if "\x00" in sql:
         return "the SQL holds a NUL character"
-    lexed = _lex(sql)
+    for reading in _READINGS:
+        problem = _problem_when_read(sql, reading)
+        if problem is not None:
+            if reading is _READINGS[0]:
+                return problem
+            return f"{problem} (read as {reading.label} reads it)"
+    return None
+
+
+def _problem_when_read(sql: str, reading: _Reading) -> str | None:
+    """Why `sql`, lexed with `reading`'s quoted names, is not one read-only SELECT."""
+    lexed = _lex(sql, reading)
     if isinstance(lexed, str):
         return lexed
     first, words, calls = lexed
@@ -90,12 +142,12 @@ def select_problem(sql: str) -> str | None:
         if word == "FOR" and after in LOCK_AFTER_FOR:
             return f"row locks (`FOR {after}`) are not allowed"
     for name in calls:
-        if name in SIDE_EFFECT_FUNCTIONS:
+        if name in SIDE_EFFECT_FUNCTIONS or name.startswith(SIDE_EFFECT_PREFIXES):
             return f"the function `{name}` is not allowed: it has side effects"
     return None
 
 
-def _lex(sql: str) -> str | tuple[str | None, list[str], list[str]]:
+def _lex(sql: str, reading: _Reading) -> str | tuple[str | None, list[str], list[str]]:
     """(first token, words outside quotes upper-cased, names called as functions), or the
     problem met on the way."""
     n = len(sql)
@@ -120,16 +172,12 @@ def _lex(sql: str) -> str | tuple[str | None, list[str], list[str]]:
             ended = True
             i += 1
             continue
-        if ch in _QUOTES:
-            end = _closing(sql, i)
-            if end < 0:
-                return "a quoted text or name is not closed"
-            inner = sql[i + 1 : end - 1]
-            if "\\" in inner:
-                return "quoted text holds a backslash, whose meaning differs between databases"
+        if ch == "'" or ch in reading.name_quotes:
+            quoted = _quoted(sql, i, reading)
+            if isinstance(quoted, str):
+                return quoted
             # a quoted name can be called as a function ("pg_sleep"(1)): keep it as a name
-            name = None if ch == "'" else inner.replace(ch + ch, ch).lower()
-            i = end
+            i, name = quoted
             continue
         problem = _forbidden_mark(ch, nxt)
         if problem is not None:
@@ -145,8 +193,7 @@ def _lex(sql: str) -> str | tuple[str | None, list[str], list[str]]:
             name = word.lower()
             continue
         if ch.isdigit() or (ch == "." and nxt.isdigit()):
-            while i < n and (sql[i].isalnum() or sql[i] in "._"):
-                i += 1
+            i = _number_end(sql, i)
             name = None
             continue
         if ch == "$":
@@ -178,20 +225,55 @@ def _forbidden_mark(ch: str, nxt: str) -> str | None:
     return None
 
 
-def _closing(sql: str, start: int) -> int:
-    """The index after the quote closing the one at `start` (doubled quotes are part of
-    the text), or -1 when it is never closed."""
-    quote = sql[start]
-    i = start + 1
+def _quoted(sql: str, start: int, reading: _Reading) -> str | tuple[int, str | None]:
+    """(the index after the quoted text or name opening at `start`, the name it spells or
+    None for text), or the problem met."""
+    opening = sql[start]
+    closing = "]" if opening == "[" else opening
+    doubled = opening != "[" or reading.brackets_double
+    end = _closing(sql, start + 1, closing, doubled=doubled)
+    if end < 0:
+        return "a quoted text or name is not closed"
+    inner = sql[start + 1 : end - 1]
+    if "\\" in inner:
+        return "quoted text holds a backslash, whose meaning differs between databases"
+    if opening == "'":
+        return end, None
+    return end, (inner.replace(closing * 2, closing) if doubled else inner).lower()
+
+
+def _closing(sql: str, i: int, quote: str, *, doubled: bool) -> int:
+    """The index after the first `quote` from `i` on (with `doubled`, a doubled quote is
+    part of the text), or -1 when there is none."""
     n = len(sql)
     while i < n:
         if sql[i] == quote:
-            if i + 1 < n and sql[i + 1] == quote:
+            if doubled and i + 1 < n and sql[i + 1] == quote:
                 i += 2
                 continue
             return i + 1
         i += 1
     return -1
+
+
+def _number_end(sql: str, i: int) -> int:
+    """The index after the number at `i`: digits, a fraction, an exponent. What follows is
+    lexed anew, so a word glued to a number (`1INTO t`) is still a word."""
+    i = _digits_end(sql, i)
+    if sql.startswith(".", i):
+        i = _digits_end(sql, i + 1)
+    if i < len(sql) and sql[i] in "eE":
+        j = i + 2 if sql[i + 1 : i + 2] in ("+", "-") else i + 1
+        if j < len(sql) and sql[j].isdigit():
+            i = _digits_end(sql, j)
+    return i
+
+
+def _digits_end(sql: str, i: int) -> int:
+    """The index after the digits (and `_` separators) from `i` on."""
+    while i < len(sql) and (sql[i].isdigit() or sql[i] == "_"):
+        i += 1
+    return i
 
 
 class SqlSelectOnly:
