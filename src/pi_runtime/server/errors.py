@@ -3,8 +3,9 @@
     {"error": {"code": "not_found", "message": "no session 's1'"}}
 
 `ApiError` is raised by handlers for the answers they mean (404, 409, …). Malformed JSON
-and schema misses become 422 with `details` (where and what, never the input echoed);
-anything else becomes a bare 500 whose body says nothing of the failure, which is logged.
+(a body nested too deeply or with a number too long to read included) and schema misses
+become 422 with `details` (where and what, never the input echoed); anything else becomes
+a bare 500 whose body says nothing of the failure, which is logged.
 """
 
 from __future__ import annotations
@@ -92,10 +93,33 @@ async def _invalid(request: Request, exc: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    unreadable = _unreadable_body(exc)
+    if unreadable is not None:
+        details = [{"loc": ["body"], "msg": unreadable, "type": "json_invalid"}]
+        return error_response(422, "invalid_request", unreadable, details=details)
     status = exc.status_code
     message = exc.detail if isinstance(exc.detail, str) else _CODES.get(status, "error")
     headers = dict(exc.headers) if exc.headers else None
     return error_response(status, _CODES.get(status, "error"), message, headers)
+
+
+def _unreadable_body(exc: StarletteHTTPException) -> str | None:
+    """Why the JSON parser refused the body, if this 400 is FastAPI's answer to that.
+
+    FastAPI answers a JSON syntax error with a validation error, but any other failure of
+    the parser with a bare 400: a body nested past Python's recursion limit, an integer
+    longer than Python converts, bytes that are not UTF-8. Each is a malformed body (422).
+    """
+    cause = exc.__cause__
+    if exc.status_code != 400:
+        return None
+    if isinstance(cause, RecursionError):
+        return "the body is nested too deeply to read"
+    if isinstance(cause, ValueError) and "digits" in str(cause):  # int_max_str_digits
+        return "the body holds a number too long to read"
+    if isinstance(cause, ValueError):  # UnicodeDecodeError among them
+        return "the body is not valid JSON"
+    return None
 
 
 class CatchAll:

@@ -10,8 +10,11 @@ and the cumulative totals after it: input and output tokens, and ms since the ru
 `tool_calls` holds each call's arguments and result, errors first.
 
 It reads the trace's JSON lines as dicts, not typed events: a trace written by a newer
-Pi, or a live one cut at a step boundary, still renders. Every string is data to show,
-never markup; long ones are clipped (the raw trace keeps them whole).
+Pi, or a live one cut at a step boundary, still renders. Each field it computes with is
+read through one reader of its type (`number`, `whole`, `text`, `mapping`, `items`), and a
+field of the wrong type reads as absent; fields only shown (arguments, output) pass as
+they are. Every string is data to show, never markup; long ones are clipped (the raw trace
+keeps them whole).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .timeline_plans import PlanLog, clip
+from .timeline_plans import PlanLog, clip, items, mapping, number, text, whole
 
 PREAMBLE_METRICS = (
     "text_tokens_before_first_tool_call",
@@ -38,15 +41,29 @@ _NOTES = {  # kind → phase of events shown as a row with a one-line detail
 
 
 def _num(value: Any) -> float:
-    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+    """`value` if it is a finite number, else 0."""
+    return number(value) or 0
 
 
 def _int(value: Any) -> int:
+    """`value` as a whole number if it is a finite number, else 0."""
     return int(_num(value))
 
 
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
+def _count(value: Any) -> int | None:
+    """`value` as a whole number if it is a finite number, else None."""
+    found = number(value)
+    return None if found is None else int(found)
+
+
+def _optional(value: Any) -> str | None:
+    """`value` if it is a string, else None."""
+    return value if isinstance(value, str) else None
+
+
+def _key(value: Any) -> str:
+    """A call id or tool name as a key: the string, or "None" when absent."""
+    return text(value, "None")
 
 
 class _Timeline:
@@ -106,7 +123,7 @@ class _Timeline:
         return self.calls[call_id]
 
     def feed(self, e: Mapping[str, Any]) -> None:
-        kind = str(e.get("kind", ""))
+        kind = text(e.get("kind"))
         self.t_ms = max(self.t_ms, _num(e.get("t_ms")))
         handler = getattr(self, f"on_{kind}", None)
         planned = self.plan.feed(e)
@@ -120,22 +137,24 @@ class _Timeline:
             self.row(e, _NOTES[kind], kind, _note_name(e), detail=_note_detail(e))
 
     def on_run_started(self, e: Mapping[str, Any]) -> None:
-        keys = ("run_id", "model", "tools", "prompt", "limits", "parent_run_id", "parent_call_id")
-        self.run = {k: e.get(k) for k in keys}
+        keys = ("run_id", "model", "parent_run_id", "parent_call_id")
+        self.run = {k: _optional(e.get(k)) for k in keys}
+        self.run.update(tools=items(e.get("tools")), prompt=e.get("prompt"), limits=e.get("limits"))
 
     def on_model_request(self, e: Mapping[str, Any]) -> None:
         self.step = _int(e.get("step"))
+        summary = _optional(e.get("summary"))
         self.model_calls.append(
             {
                 "step": self.step,
-                "role": str(_map(e.get("prompt")).get("name", "system")),
-                "prompt": _map(e.get("prompt")),
-                "tools": list(e.get("tools") or []),
+                "role": text(mapping(e.get("prompt")).get("name"), "system"),
+                "prompt": mapping(e.get("prompt")),
+                "tools": items(e.get("tools")),
                 "tool_choice": e.get("tool_choice"),
-                "message_count": e.get("message_count"),
-                "counted_input_tokens": e.get("input_tokens"),
-                "context": _map(e.get("context")),
-                "summary": clip(e["summary"]) if isinstance(e.get("summary"), str) else None,
+                "message_count": _count(e.get("message_count")),
+                "counted_input_tokens": _count(e.get("input_tokens")),
+                "context": mapping(e.get("context")),
+                "summary": clip(summary) if summary is not None else None,
                 "usage": None,
                 "finish_reason": None,
                 "latency_ms": None,
@@ -151,28 +170,29 @@ class _Timeline:
         return self.model_calls[-1]
 
     def on_model_response(self, e: Mapping[str, Any]) -> None:
-        self.step = _int(e.get("step", self.step))
-        message = _map(e.get("message"))
-        usage = _map(message.get("usage"))
+        step = _count(e.get("step"))
+        self.step = self.step if step is None else step
+        message = mapping(e.get("message"))
+        usage = mapping(message.get("usage"))
         record = self._current_call()
         texts, names = [], []
-        content = message.get("content")
-        for block in map(_map, content if isinstance(content, list) else []):
+        for block in map(mapping, items(message.get("content"))):
             if block.get("kind") == "text":
-                texts.append(str(block.get("text", "")))
+                texts.append(text(block.get("text")))
             elif block.get("kind") == "tool_call":
-                call = self.call(str(block.get("id")), str(block.get("name")))
+                call = self.call(_key(block.get("id")), _key(block.get("name")))
                 call.update(
                     arguments=block.get("arguments"),
-                    raw=clip(str(block.get("raw", ""))),
+                    raw=clip(text(block.get("raw"))),
                     truncated=bool(block.get("truncated")),
                     step=self.step,
                 )
                 names.append(call["name"])
+        finish_reason = _optional(message.get("finish_reason"))
         record.update(
             usage=usage,
-            finish_reason=message.get("finish_reason"),
-            latency_ms=e.get("latency_ms"),
+            finish_reason=finish_reason,
+            latency_ms=number(e.get("latency_ms")),
             text=clip("\n".join(texts)),
             tool_calls=names,
         )
@@ -183,48 +203,51 @@ class _Timeline:
             "model" if record["role"] == "system" else record["role"],
             input_tokens=_int(usage.get("input_tokens")),
             output_tokens=_int(usage.get("output_tokens")),
-            ms=e.get("latency_ms"),
-            stop=message.get("finish_reason") or "",
+            ms=number(e.get("latency_ms")),
+            stop=finish_reason or "",
             detail=", ".join(names) or " ".join("".join(texts).split())[:120],
         )
 
     def on_model_error(self, e: Mapping[str, Any]) -> None:
-        self._current_call()["errors"].append(clip(str(e.get("message", ""))))
+        message = text(e.get("message"))
+        self._current_call()["errors"].append(clip(message))
         status = "transient" if e.get("transient") else "error"
-        self.row(e, "think", "model_error", "model", status=status, detail=e.get("message", ""))
+        self.row(e, "think", "model_error", "model", status=status, detail=message)
 
     def on_tool_result(self, e: Mapping[str, Any]) -> None:
-        call = self.call(str(e.get("tool_call_id")), str(e.get("name")))
-        error = e.get("error_kind") if e.get("is_error") else None
+        call = self.call(_key(e.get("tool_call_id")), _key(e.get("name")))
+        is_error = bool(e.get("is_error"))
+        error = _optional(e.get("error_kind")) if is_error else None
+        attempts, result_bytes = _count(e.get("attempts")), _count(e.get("result_bytes"))
         call.update(
-            status="error" if e.get("is_error") else "ok",
-            is_error=bool(e.get("is_error")),
+            status="error" if is_error else "ok",
+            is_error=is_error,
             error_kind=error,
-            executed=e.get("executed"),
-            duration_ms=e.get("duration_ms"),
-            attempts=e.get("attempts"),
-            result_bytes=e.get("result_bytes"),
-            result_truncated=e.get("result_truncated"),
+            executed=bool(e.get("executed")),
+            duration_ms=number(e.get("duration_ms")),
+            attempts=attempts,
+            result_bytes=result_bytes,
+            result_truncated=bool(e.get("result_truncated")),
         )
-        detail = f"{e.get('result_bytes', 0)} B" if not error else "refused by the gate"
+        detail = f"{result_bytes or 0} B" if not error else "refused by the gate"
         if error and e.get("executed"):
-            detail = f"{e.get('attempts', 0)} attempt(s)"
+            detail = f"{attempts or 0} attempt(s)"
         self.row(
             e,
             "act",
             "tool",
             call["name"],
             status=error or "ok",
-            ms=e.get("duration_ms"),
+            ms=number(e.get("duration_ms")),
             call_id=call["call_id"],
             detail=detail,
         )
 
     def on_message(self, e: Mapping[str, Any]) -> None:
-        message = _map(e.get("message"))
+        message = mapping(e.get("message"))
         if message.get("role") != "tool":
             return
-        call = self.call(str(message.get("tool_call_id")), str(message.get("name")))
+        call = self.call(_key(message.get("tool_call_id")), _key(message.get("name")))
         call["result"] = clip(str(message.get("content", "")))
         call["is_error"] = call["is_error"] or bool(message.get("is_error"))
 
@@ -236,17 +259,18 @@ class _Timeline:
         self._decision(e, "approved", arguments=e.get("arguments"), detail=f"approved{edited}")
 
     def on_approval_rejected(self, e: Mapping[str, Any]) -> None:
-        reason = str(e.get("reason", ""))
+        reason = text(e.get("reason"))
         self._decision(e, "rejected", detail=reason, result=clip(reason), is_error=True)
 
     def on_job_started(self, e: Mapping[str, Any]) -> None:
-        self._decision(e, "job", job_id=e.get("job_id"), detail=f"job {e.get('job_id')}")
+        job_id = _optional(e.get("job_id"))
+        self._decision(e, "job", job_id=job_id, detail=f"job {job_id}")
 
     def _decision(self, e: Mapping[str, Any], status: str, detail: str = "", **fields: Any) -> None:
-        call = self.call(str(e.get("tool_call_id")), str(e.get("name")))
+        call = self.call(_key(e.get("tool_call_id")), _key(e.get("name")))
         if fields.get("arguments") is None:
             fields.pop("arguments", None)
-        call.update(status=status, fingerprint=e.get("fingerprint"), **fields)
+        call.update(status=status, fingerprint=_optional(e.get("fingerprint")), **fields)
         self.row(
             e,
             "act",
@@ -258,41 +282,35 @@ class _Timeline:
         )
 
     def on_child_run(self, e: Mapping[str, Any]) -> None:
-        usage = _map(e.get("usage"))
+        usage = mapping(e.get("usage"))
         self.row(
             e,
             "act",
             "child_run",
-            str(e.get("name")),
-            status=e.get("status") or "",
+            _key(e.get("name")),
+            status=text(e.get("status")),
             input_tokens=_int(usage.get("input_tokens")),
             output_tokens=_int(usage.get("output_tokens")),
-            stop=e.get("stop_reason") or "",
-            call_id=e.get("tool_call_id"),
-            detail=e.get("run_id") or "",
+            stop=text(e.get("stop_reason")),
+            call_id=_optional(e.get("tool_call_id")),
+            detail=text(e.get("run_id")),
         )
 
     def on_run_finished(self, e: Mapping[str, Any]) -> None:
-        usage = _map(e.get("usage"))
+        usage = mapping(e.get("usage"))
         output = e.get("output")
+        status, stop, error = (_optional(e.get(k)) for k in ("status", "stop_reason", "error"))
         self.finished = {
-            "status": e.get("status"),
-            "stop_reason": e.get("stop_reason"),
-            "steps": e.get("steps"),
+            "status": status,
+            "stop_reason": stop,
+            "steps": _count(e.get("steps")),
             "usage": usage,
-            "wall_ms": e.get("wall_ms"),
-            "error": e.get("error"),
+            "wall_ms": number(e.get("wall_ms")),
+            "error": error,
             "output": clip(output) if isinstance(output, str) else output,
         }
-        self.metrics = _map(e.get("metrics"))
-        self.row(
-            e,
-            "done",
-            "done",
-            str(e.get("status")),
-            stop=e.get("stop_reason") or "",
-            detail=e.get("error") or "",
-        )
+        self.metrics = mapping(e.get("metrics"))
+        self.row(e, "done", "done", str(status), stop=stop or "", detail=error or "")
         last = self.rows[-1]
         # The run's own totals are the truth (a child run's usage is already in them).
         last["cum_input_tokens"] = _int(usage.get("input_tokens"))
@@ -302,7 +320,7 @@ class _Timeline:
         for call_id, stored in self.results.items():
             call = self.calls.get(call_id)
             if call is not None and call["result"] is None:
-                call["result"] = clip(str(stored.get("content", "")))
+                call["result"] = clip(text(stored.get("content")))
                 call["is_error"] = call["is_error"] or bool(stored.get("is_error"))
         calls = sorted(self.calls.values(), key=lambda c: not c["is_error"])  # errors first
         last = self.rows[-1] if self.rows else {}
@@ -332,17 +350,17 @@ def _note_name(e: Mapping[str, Any]) -> str:
     for key in ("guard", "guardrail", "name", "hook", "contract"):
         if isinstance(e.get(key), str):
             return str(e[key])
-    return str(e.get("kind"))
+    return _key(e.get("kind"))
 
 
 def _note_detail(e: Mapping[str, Any]) -> str:
     if e.get("kind") == "contract_check":
-        return "; ".join(str(x) for x in e.get("errors") or [])
+        return "; ".join(str(x) for x in items(e.get("errors")))
     if e.get("kind") == "tool_retry":
-        return f"attempt {e.get('attempt')}: {e.get('error_kind')}"
+        return f"attempt {whole(e.get('attempt'))}: {_optional(e.get('error_kind'))}"
     for key in ("detail", "reason", "error"):
-        if e.get(key):
-            return str(e[key])
+        if text(e.get(key)):
+            return text(e.get(key))
     return ""
 
 
