@@ -53,9 +53,11 @@ def test_two_calls_given_one_id_each_get_their_own() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    [" ", "c1\nX", "c1\x1b[31m", "c1\x00", "a" * 201, "c\u2028x"]
-    # not a URL path segment (`/approvals/{call_id}`), or refused by Anthropic's tool ids
-    + ["call 1", "call/1", "call#1", "call+1", "呼叫1", "_call1", "call.1", "call:1", "c%2F1"],
+    [
+        *(" ", "c1\nX", "c1\x1b[31m", "c1\x00", "a" * 201, "c\u2028x"),
+        # not a URL path segment (`/approvals/{call_id}`), or refused by Anthropic's tool ids
+        *("call 1", "call/1", "call#1", "call+1", "呼叫1", "_call1", "call.1", "call:1", "c%2F1"),
+    ],
 )
 def test_an_id_the_store_could_not_keep_is_replaced(bad: str) -> None:
     model = ScriptedModel([calls((bad, 1)), text("done")])
