@@ -111,3 +111,20 @@ def test_bad_input_exits_2_with_a_clear_message(
     assert result.returncode == 2
     assert result.stdout == b""
     assert message in result.stderr.decode()
+
+
+HOSTILE_DOCUMENTS = {
+    "count-digits": (b"QRP1|table|rows=" + b"9" * 5000 + b"|cols=a:int\n1", "column 17: rows has"),
+    "deep-json": (b"QRP1|record|fields=1\nk=" + b"[" * 50_000, "nested too deeply"),
+    "infinity": (b"QRP1|record|body=json\n1e400", "'1e400' is out of the float range"),
+}
+
+
+@pytest.mark.parametrize(("stdin", "message"), HOSTILE_DOCUMENTS.values(), ids=HOSTILE_DOCUMENTS)
+def test_hostile_documents_exit_2_with_one_line_not_a_traceback(stdin: bytes, message: str) -> None:
+    result = pi_qrp("decode", stdin=stdin)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert message in result.stderr.decode()
+    assert result.stderr.decode().startswith("error: not a valid QRP1 document: line ")
+    assert result.stderr.count(b"\n") == 1

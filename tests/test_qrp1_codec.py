@@ -454,6 +454,52 @@ def test_malformed_documents_name_line_and_column(
     assert str(info.value).startswith(f"line {line}, column {column}: ")
 
 
+DIGITS = "9" * 5_000  # past Python's int/str conversion limit of 4,300 digits
+DEEP = 50_000  # past the JSON reader's nesting depth
+
+
+HOSTILE = {
+    "rows": (f"QRP1|table|rows={DIGITS}|cols=a:int\n1", 1, 17, "rows has 5000 digits"),
+    "offset": (f"QRP1|table|offset={DIGITS}|rows=0|cols=", 1, 19, "offset has 5000 digits"),
+    "total": (f"QRP1|table|total={DIGITS}|rows=0|cols=", 1, 18, "total has 5000 digits"),
+    "fields": (f"QRP1|record|fields={DIGITS}\na=1", 1, 20, "fields has 5000 digits"),
+    "len": (f"QRP1|text|len={DIGITS}\nabc", 1, 15, "len has 5000 digits"),
+    "step_ms": (f"QRP1|series|rows=0|cols=|step_ms={DIGITS}", 1, 34, "step_ms has 5000 digits"),
+    "page": (f"QRP1|table|page={DIGITS}|rows=0|cols=", 1, 17, "page has 5000 digits"),
+    "pages": (f"QRP1|table|page=1/{DIGITS}|rows=0|cols=", 1, 19, "page count has 5000 digits"),
+    "sub-table": (f"QRP1|record|fields=1\nk=#{DIGITS} a:int\n1", 2, 4, "row count has 5000"),
+    "deep-field": ("QRP1|record|fields=1\nk=" + "[" * DEEP + "]" * DEEP, 2, 3, "nested too deeply"),
+    "deep-cell": ("QRP1|table|rows=1|cols=a:any\n" + "[" * DEEP, 2, 1, "nested too deeply"),
+    "deep-body": ("QRP1|record|body=json\n" + '{"a":' * DEEP, 2, 1, "nested too deeply"),
+    "deep-const": ("QRP1|table|rows=0|cols=a:any=" + "[" * DEEP, 1, 30, "nested too deeply"),
+    "inf-body": ("QRP1|record|body=json\n1e400", 2, 1, "'1e400' is out of the float range"),
+    "inf-field": ("QRP1|record|fields=1\nk=[1,-1E400]", 2, 3, "'-1E400' is out of the float"),
+    "inf-cell": ('QRP1|table|rows=1|cols=a:any\n{"v":2e308}', 2, 1, "out of the float range"),
+}
+
+
+@pytest.mark.parametrize(("text", "line", "column", "message"), HOSTILE.values(), ids=HOSTILE)
+def test_hostile_counts_depths_and_numbers_are_decode_errors(
+    text: str, line: int, column: int, message: str
+) -> None:
+    with pytest.raises(QRPDecodeError, match=message) as info:
+        decode(text)
+    assert (info.value.line, info.value.column) == (line, column), str(info.value)
+
+
+def test_a_constant_nested_as_deeply_as_json_allows_is_copied_into_every_row() -> None:
+    nested: Any = []
+    for _ in range(600):  # deeper than a recursive copy goes, within the JSON reader's depth
+        nested = [nested]
+    text = encode([{"a": nested, "b": 1}, {"a": nested, "b": 2}], kind="table", fallback=False)
+    assert "cols=a:any=[[[" in text
+
+    rows = decode(text)
+
+    assert rows == [{"a": nested, "b": 1}, {"a": nested, "b": 2}]
+    assert rows[0]["a"] is not rows[1]["a"]
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(tables().filter(lambda rows: len(rows) >= 1), st.data())
 def test_tampered_documents_never_decode_silently_to_other_rows(

@@ -93,9 +93,13 @@ def decode_command() -> None:
 
     try:
         value = decode(_stdin_text())
-    except QRPError as exc:
+    except QRPError as exc:  # QRPDecodeError: names the line and column
         fail(f"not a valid QRP1 document: {exc}")
-    _write(json_text(value))
+    try:
+        text = json_text(value)
+    except (ValueError, RecursionError) as exc:  # decode refuses these; never a traceback
+        fail(f"the document's value cannot be written as JSON: {exc}")
+    _write(text)
 
 
 qrp_app.command("encode")(encode_command)

@@ -81,7 +81,8 @@ def binding(
     """What a cursor is bound to, hashed: the query (spelling-free: key order, `1.0` vs
     `1`), the sort, the result version and the snapshot's content digest."""
     text = canonical_json({"query": query, "sort": sort, "version": version, "digest": digest})
-    return hashlib.sha256(text.encode()).digest()[:_BIND_BYTES]
+    # Stores keep these repaired; a lone surrogate handed in directly still hashes.
+    return hashlib.sha256(text.encode(errors="surrogatepass")).digest()[:_BIND_BYTES]
 
 
 def _b64(data: bytes) -> str:

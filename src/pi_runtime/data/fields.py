@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from ..exceptions import UserError
-from ..messages import check_keywords, check_name
+from ..messages import check_keywords, check_name, repair_text, repair_value
 from .storage import PageRecord, ReferenceRecord, SnapshotRecord, pages_digest
 
 __all__ = [
@@ -84,6 +84,9 @@ def new_snapshot(
     version = fields.get("version")
     if version is not None and not isinstance(version, str):
         raise UserError(f"snapshot version must be a string, not {type(version).__name__}")
+    if version is not None:
+        # Often a model's text: a lone surrogate is repaired, as no store could write it.
+        version = repair_text(version)
     snapshot = SnapshotRecord(
         id=id,
         owner=owner,
@@ -132,13 +135,13 @@ def new_reference(
 
 def _json_object(what: str, value: object) -> dict[str, Any] | None:
     """A copy of `value`, as JSON gives it back (what the SQL stores return too), so that
-    a caller changing its dict later changes nothing stored."""
+    a caller changing its dict later changes nothing stored; lone surrogates repaired."""
     if value is None:
         return None
     if not isinstance(value, dict):
         raise UserError(f"{what} must be a JSON object or None, not {type(value).__name__}")
     check_json(what, value)
-    copy: dict[str, Any] = json.loads(json.dumps(value))
+    copy: dict[str, Any] = repair_value(json.loads(json.dumps(value)))
     return copy
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..exceptions import ToolError
-from ..messages import ToolErrorKind, hint_for
+from ..messages import ToolErrorKind, hint_for, repair_text, repair_value
 from ..messages.canonical import canonical_json
 from ..qrp1 import Kind, decode
 from ..qrp1.header import format_header, parse_header
@@ -168,7 +168,9 @@ class Pager:
         if not isinstance(rows, Sequence) or isinstance(rows, str):
             raise TypeError(f"publish pages a list of rows, got {type(rows).__name__}")
         plan = PagePlan.make(list(rows), kind, source, range, time_key, dict(extra or {}))
-        sizes = split_sizes(len(plan.rows), plan.measure, self.page_bytes, self.max_rows)
+        sizes = split_sizes(
+            len(plan.rows), plan.measure, self.page_bytes, self.max_rows, plan.floors()
+        )
         bodies = plan.bodies(sizes)
         expires = self.clock() + timedelta(seconds=self.retention_s)
         return self.store.put_snapshot(
@@ -311,6 +313,10 @@ def _check_binding(
     if claims.binding != _binding_of(stored):
         # Signed by us for other contents: the result changed. Never serve the new one.
         raise cursor_error(CURSOR_MISMATCH, "the result changed since this cursor was issued")
+    # Compared as stored: the store repaired lone surrogates (`fields.new_snapshot`).
+    query = None if query is None else repair_value(dict(query))
+    sort = None if sort is None else repair_text(sort)
+    version = None if version is None else repair_text(version)
     if snapshot is not None and snapshot != stored.id:
         raise cursor_error(CURSOR_MISMATCH, f"this cursor pages result {stored.id}, not {snapshot}")
     if query is not None and canonical_json(dict(query)) != canonical_json(stored.locator):

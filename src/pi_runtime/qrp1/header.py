@@ -119,11 +119,11 @@ def _convert(key: str, text: str, scanner: LineScanner, pos: int) -> Any:
     if key in ("offset", "total", "rows", "fields", "len") and not _COUNT.fullmatch(text):
         raise scanner.error(f"{key} must be a whole number, found {text!r}", pos)
     if key in ("offset", "total", "rows", "fields", "len"):
-        return int(text)
+        return _whole(key, text, scanner, pos)
     if key == "step_ms":
         if not _POSITIVE.fullmatch(text):
             raise scanner.error(f"step_ms must be a positive whole number, found {text!r}", pos)
-        return int(text)
+        return _whole(key, text, scanner, pos)
     if key == "t0":
         t0 = parse_t0(text)
         if t0 is None:
@@ -136,14 +136,29 @@ def _convert(key: str, text: str, scanner: LineScanner, pos: int) -> Any:
     if key == "body" and text != "json":
         raise scanner.error(f"body can only be json, found {text!r}", pos)
     if key == "page":
-        match = _PAGE.fullmatch(text)
-        if match is None:
-            raise scanner.error(f"page must be N or N/M with N, M >= 1, found {text!r}", pos)
-        number, count = int(match.group(1)), match.group(2)
-        if count is not None and number > int(count):
-            raise scanner.error(f"page {number} is past the last page {count}", pos)
-        return (number, None if count is None else int(count))
+        return _page(text, scanner, pos)
     return text
+
+
+def _page(text: str, scanner: LineScanner, pos: int) -> tuple[int, int | None]:
+    match = _PAGE.fullmatch(text)
+    if match is None:
+        raise scanner.error(f"page must be N or N/M with N, M >= 1, found {text!r}", pos)
+    number = _whole("page", match.group(1), scanner, pos)
+    if match.group(2) is None:
+        return number, None
+    count = _whole("page count", match.group(2), scanner, pos + match.start(2))
+    if number > count:
+        raise scanner.error(f"page {number} is past the last page {count}", pos)
+    return number, count
+
+
+def _whole(key: str, digits: str, scanner: LineScanner, pos: int) -> int:
+    """`digits` as an int, or an error where Python will not convert that many digits."""
+    try:
+        return int(digits)
+    except ValueError:
+        raise scanner.error(f"{key} has {len(digits)} digits, too many to read", pos) from None
 
 
 def _first_line_error(line: str) -> QRPDecodeError:

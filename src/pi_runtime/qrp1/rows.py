@@ -5,7 +5,6 @@ Hoisted (constant) columns are not in the rows, nor is a regular series' time co
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -90,9 +89,7 @@ def read_rows(
         for column in columns:
             if column.is_const:
                 row[column.name] = (
-                    copy.deepcopy(column.const)
-                    if isinstance(column.const, dict | list)
-                    else column.const
+                    _copied(column.const) if isinstance(column.const, dict | list) else column.const
                 )
             elif column.name in live_names:
                 row[column.name] = next(cells)
@@ -100,3 +97,23 @@ def read_rows(
                 row[column.name] = None  # filled by the shape (a regular series' time)
         rows.append(row)
     return rows
+
+
+def _copied(value: Any) -> Any:
+    """A copy of a JSON value, each row its own; without recursion, so a constant nested
+    as deeply as the JSON reader takes never exhausts the stack."""
+    root: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, root, 0)]
+    while stack:
+        item, parent, slot = stack.pop()
+        if isinstance(item, dict):
+            fields: dict[str, Any] = dict.fromkeys(item)  # keys in their order, values below
+            parent[slot] = fields
+            stack.extend((child, fields, key) for key, child in item.items())
+        elif isinstance(item, list):
+            items: list[Any] = [None] * len(item)
+            parent[slot] = items
+            stack.extend((child, items, index) for index, child in enumerate(item))
+        else:
+            parent[slot] = item
+    return root[0]

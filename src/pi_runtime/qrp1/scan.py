@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from typing import Any, NoReturn
 
@@ -28,7 +29,15 @@ def _reject_constant(name: str) -> NoReturn:
     raise ValueError(f"{name} is not a JSON number")
 
 
-_JSON = json.JSONDecoder(parse_constant=_reject_constant)
+def _finite_float(text: str) -> float:
+    # JSON has no infinities: `1e400` would read as one.
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError(f"number {text!r} is out of the float range")
+    return number
+
+
+_JSON = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 @functools.cache
@@ -110,7 +119,9 @@ class LineScanner:
             value, end = _JSON.raw_decode(self.text, self.pos)
         except json.JSONDecodeError as exc:
             raise self.error(f"invalid JSON: {exc.msg}", exc.pos) from None
-        except ValueError as exc:  # e.g. NaN, or an integer past Python's digit limit
+        except ValueError as exc:  # e.g. NaN, 1e400, or an integer past Python's digit limit
             raise self.error(f"invalid JSON: {exc}") from None
+        except RecursionError:
+            raise self.error("invalid JSON: nested too deeply to read") from None
         self.pos = end
         return value

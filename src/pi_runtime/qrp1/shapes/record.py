@@ -89,9 +89,15 @@ def _read_sub_table(
     count = scanner.read_raw(" ")
     if not count.isdigit() or not count.isascii():
         raise scanner.error(f"expected a row count after '#', found {count!r}", count_pos)
+    try:
+        number = int(count)
+    except ValueError:  # past Python's int/str digit limit
+        raise scanner.error(
+            f"row count has {len(count)} digits, too many to read", count_pos
+        ) from None
     scanner.expect(" ", "a space between the row count and the columns")
     columns = parse_cols(scanner)
     if not scanner.at_end():
         raise scanner.error("unexpected text after the columns")
-    rows = read_rows(lines[index:], first_lineno + index, columns, row_columns(columns), int(count))
-    return rows, int(count)
+    rows = read_rows(lines[index:], first_lineno + index, columns, row_columns(columns), number)
+    return rows, number
