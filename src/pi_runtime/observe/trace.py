@@ -8,6 +8,8 @@ system prompt of `run_started`, the listed tools and tool choice).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -19,6 +21,7 @@ from .events import Event, RunFinished, Transition
 from .wire import event_from_dict, event_to_json
 
 TRACE_DIR_ENV = "PI_TRACE_DIR"
+log = logging.getLogger("pi_runtime.observe")
 
 
 _FRACTIONS = tuple((b".%03d" % us).rstrip(b"0") if us else b".0" for us in range(1000))
@@ -36,6 +39,10 @@ class TraceWriter:
     `flush`: the recorder flushes at step boundaries, and `close`, which every ending of
     a run reaches, flushes the rest. Writing lines in a batch keeps file writes off the
     per-event path.
+
+    A write the system refuses (a full disk, a file size limit) ends the trace, not the
+    run: the file is cut back to its last whole line, the failure is logged and kept in
+    `failed`, and later events are kept only in memory.
     """
 
     def __init__(self, directory: Path, run_id: str) -> None:
@@ -47,6 +54,8 @@ class TraceWriter:
             file = self.path.open("wb")
         self._file: BinaryIO | None = file
         self._lines: list[bytes] = []
+        self._whole = 0  # bytes of whole lines written
+        self.failed: str | None = None
         self._t0 = time.perf_counter()
         self._seq = 0
 
@@ -70,18 +79,39 @@ class TraceWriter:
 
     def flush(self) -> None:
         """Write the lines held so far."""
-        if self._file is not None and self._lines:
-            self._file.write(b"".join(self._lines))
-            self._lines.clear()
+        if self._file is None or not self._lines:
+            return
+        data = b"".join(self._lines)
+        self._lines.clear()
+        try:
+            self._file.write(data)
             self._file.flush()
+        except OSError as exc:
+            self._give_up(exc)
+            return
+        self._whole += len(data)
 
     def close(self) -> None:
         if self._file is not None:
+            self.flush()
+        if self._file is not None:
             try:
-                self.flush()
-            finally:
                 self._file.close()
-                self._file = None
+            except OSError as exc:  # what the buffer held could not be written
+                self._give_up(exc)
+            self._file = None
+
+    def _give_up(self, exc: OSError) -> None:
+        """End the trace after a refused write, at its last whole line."""
+        file, self._file = self._file, None
+        self.failed = f"writing the trace failed: {exc}"
+        log.warning("%s: %s; the run goes on without it", self.path, self.failed)
+        if file is None:
+            return
+        with contextlib.suppress(OSError):
+            file.truncate(self._whole)
+        with contextlib.suppress(OSError):
+            file.close()
 
 
 def read_trace(path: str | Path) -> list[dict[str, Any]]:
