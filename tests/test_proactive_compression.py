@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from durable_support import *  # noqa: F403  (the store fixtures)
-from pi_runtime import Agent, RunResult, ToolCall, ToolResultMessage, tool
+from pi_runtime import Agent, Allow, Deny, Guardrails, RunResult, ToolCall, ToolResultMessage, tool
 from pi_runtime.context import Budget, ContextBuilder
 from pi_runtime.context.consumed import consumed_results, digest_result
 from pi_runtime.durable import Store
@@ -165,6 +165,30 @@ def test_results_of_a_request_the_contract_refused_are_sent_whole_next_time() ->
 
     assert again.stop_reason == "final_answer"
     read_id = next(m.tool_call_id for m in refused.messages if isinstance(m, ToolResultMessage))
+    assert results_sent(model.requests[-1])[read_id] == page_text(1)
+    assert requested(again)[0].context["digested"] == []
+
+
+def test_results_of_a_request_whose_answer_was_withheld_are_sent_whole_next_time() -> None:
+    # The output guardrail withholds the first answer (the run ends `security`); the next
+    # question asks again, and the model needs the page it read, not a digest of it.
+    def no_secrets(answer: str) -> Allow | Deny:
+        return Deny("the answer names the secret") if "secret" in answer else Allow()
+
+    model = ScriptedModel([
+        {"tool_calls": [{"name": "read_page", "arguments": {"n": 1}}]},
+        text("The secret is on page 1."), text("Page 1 gives revenue figures."),
+    ])  # fmt: skip
+    agent = Agent(
+        model, tools=[read_page], guardrails=Guardrails(output=[no_secrets]), trace_dir=False
+    )
+    withheld = agent.run_sync("What does page 1 say?")
+    assert withheld.stop_reason == "security"
+
+    again = agent.run_sync("Try again, please.", history=withheld.messages)
+
+    assert again.stop_reason == "final_answer"
+    read_id = next(m.tool_call_id for m in withheld.messages if isinstance(m, ToolResultMessage))
     assert results_sent(model.requests[-1])[read_id] == page_text(1)
     assert requested(again)[0].context["digested"] == []
 

@@ -2,6 +2,7 @@
 
 from .budget import Budget
 from .builder import BuiltContext, ContextBuilder, MemoryLayer
+from .consumed import withheld_notice
 from .note import message_text
 from .presets import INJECTION_REPLY, PRESETS, Preset
 from .prompt import (
@@ -47,4 +48,5 @@ __all__ = [
     "render_system_prompt",
     "runtime_block",
     "tool_summary",
+    "withheld_notice",
 ]

@@ -8,8 +8,10 @@ its text, its size and the reference to the full text in the run record. The too
 and its result stay paired, so every provider still accepts the conversation.
 
 Only requests before the current one are touched, and only those whose answer was
-accepted (a request a guard stopped, one still awaiting a job, or one whose answer the
-output contract refused, keeps its results: the next question may well be to try again).
+accepted (a request a guard stopped, one still awaiting a job, one whose answer the
+output contract refused, or one whose answer the output guardrails withheld — its text
+replaced by a `WITHHELD` notice — keeps its results: the next question may well be to
+try again).
 A digest depends on its result alone, so the digested history is the same bytes on every
 later request and a provider's prompt cache keeps it.
 
@@ -32,6 +34,9 @@ from dataclasses import dataclass, field, replace
 
 from ..messages import AssistantMessage, Message, ToolResultMessage, UserMessage
 
+WITHHELD = "[withheld: "
+"""How the text of an answer the output guardrails withheld begins (`withheld_notice`)."""
+
 DIGEST_CHARS = 120
 """Characters of a result's text its digest keeps (whitespace runs collapsed)."""
 
@@ -48,12 +53,18 @@ def digest_result(message: ToolResultMessage) -> ToolResultMessage:
     return replace(message, content=f"{head}\n{marker}" if head else marker)
 
 
+def withheld_notice(why: str) -> str:
+    """The text that stands in the conversation for an answer withheld because `why`."""
+    return f"{WITHHELD}{why}]"
+
+
 def consumed_results(messages: Sequence[Message], anchor: int) -> list[int]:
     """Indices of the tool results, before `anchor`, of requests whose answer was accepted.
 
     A request runs from a user-written turn to the next; its answer was accepted when its
-    last message is an assistant message without tool calls and the output contract never
-    sent a repair turn in it (see the module for why a repaired request does not count).
+    last message is an assistant message without tool calls, not withheld, and the output
+    contract never sent a repair turn in it (see the module for why a repaired request
+    does not count).
     """
     consumed: list[int] = []
     results: list[int] = []
@@ -66,7 +77,11 @@ def consumed_results(messages: Sequence[Message], anchor: int) -> list[int]:
         elif isinstance(message, UserMessage) and message.origin == "contract_repair":
             repaired = True
         if i + 1 == end or _starts_request(messages[i + 1]):
-            answered = isinstance(message, AssistantMessage) and not message.tool_calls
+            answered = (
+                isinstance(message, AssistantMessage)
+                and not message.tool_calls
+                and not message.text.startswith(WITHHELD)
+            )
             if answered and not repaired:
                 consumed += results
             results, repaired = [], False

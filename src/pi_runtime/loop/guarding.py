@@ -13,6 +13,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from ..context import withheld_notice
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails, Trip, screen
@@ -76,7 +77,7 @@ async def screen_output(
     events: list[Event] = [tripped(t) for t in done.trips]
     stop = done.stopped
     if stop is not None:
-        notice = f"[withheld: output guardrail {stop.guardrail} refused this answer]"
+        notice = withheld_notice(f"output guardrail {stop.guardrail} refused this answer")
         messages = _answer_replaced(state.messages, notice)
         detail = _detail(stop, "the answer")
         return replace(
@@ -94,7 +95,7 @@ def unchecked_answer_withheld(state: RunState, guardrails: Guardrails | None) ->
     while they checked it) withheld, as a refused one would be."""
     if guardrails is None or not guardrails.output or state.stop_reason != "final_answer":
         return state
-    notice = "[withheld: the output guardrails did not finish checking this answer]"
+    notice = withheld_notice("the output guardrails did not finish checking this answer")
     return replace(state, output=None, messages=_answer_replaced(state.messages, notice))
 
 
