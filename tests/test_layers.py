@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "cachedir": 0,  # a path from the environment, for any layer
     "memo": 0,  # bounded memos, for any layer
     "usercode": 0,  # importing a user's MODULE:ATTR, for any layer
+    "userfiles": 0,  # reading a file a user names (never a FIFO or device), for any layer
     "messages": 1,
     "qrp1": 1,
     "models": 2,

@@ -14,10 +14,16 @@
 Everything is checked before any case runs: a mistake is one `SuiteError` naming the
 file, the case and the key (`suite.toml: case "x": expect_tools[0].name: must be a
 string`).
+
+Expected arguments are compared with the JSON arguments of tool calls, so they may hold
+only what JSON can: nan and ±inf are refused, and so are TOML date-times and times, whose
+text has many spellings (`T` or a space, `Z` or `+00:00`): write them as the string the
+tool receives. A TOML date has one spelling, so it becomes that string (`1979-05-27`).
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import typing
@@ -29,7 +35,8 @@ from typing import Any
 from ..exceptions import UserError
 from ..loop.agentfile import parse_toml, read_agent_file
 from ..loop.definition import AgentDefinition
-from ..messages import StopReason, repair_text
+from ..messages import StopReason, find_non_finite, repair_text
+from ..userfiles import MiB, UserFileError, read_user_text, resolved
 
 STOP_REASONS: tuple[str, ...] = typing.get_args(StopReason)
 _SUITE_KEYS = ("agent", "name", "description", "case")
@@ -43,6 +50,8 @@ _CASE_KEYS = (
     "script",
 )
 _CALL_KEYS = ("name", "arguments")
+MAX_SUITE_BYTES = 16 * MiB
+"""The largest suite file read: thousands of cases, short of a memory blow-up."""
 
 
 class SuiteError(UserError):
@@ -85,9 +94,9 @@ def load_suite(path: str | Path) -> Suite:
     file = Path(path).expanduser()
     shown = str(file)
     try:
-        data = parse_toml(file.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"{shown}: cannot read it: {exc}") from None
+        data = parse_toml(read_user_text(file, what="suite", max_bytes=MAX_SUITE_BYTES))
+    except UserFileError as exc:
+        raise SuiteError(f"{shown}: cannot read it: {exc.reason}") from None
     except ValueError as exc:
         raise SuiteError(f"{shown}: not valid TOML: {exc}") from None
     base = file.resolve().parent
@@ -156,9 +165,47 @@ def _expected_calls(where: str, value: Any) -> tuple[ExpectedCall, ...]:
         if arguments is not None and not isinstance(arguments, Mapping):
             raise SuiteError(f"{where}{key}.arguments: must be a table, got {_shown(arguments)}")
         calls.append(
-            ExpectedCall(name=name, arguments=None if arguments is None else dict(arguments))
+            ExpectedCall(
+                name=name,
+                arguments=None if arguments is None else _json_only(where, key, arguments),
+            )
         )
     return tuple(calls)
+
+
+def _json_only(where: str, key: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """`arguments` as a tool call could hold them: dates as text, nothing JSON lacks."""
+    found = find_non_finite(arguments)
+    if found is not None:
+        path, value = found
+        raise SuiteError(
+            f"{where}{key}.arguments{_place(path)}: {value!r} is never in a tool call's "
+            "JSON arguments"
+        )
+    spelled: dict[str, Any] = _dates_spelled(where, f"{key}.arguments", dict(arguments))
+    return spelled
+
+
+def _dates_spelled(where: str, key: str, value: Any) -> Any:
+    """`value` with TOML dates as their text; a date-time or a time is a SuiteError."""
+    if isinstance(value, datetime.datetime | datetime.time):
+        kind = "date-time" if isinstance(value, datetime.datetime) else "time"
+        raise SuiteError(
+            f"{where}{key}: a TOML {kind} is never in a tool call's JSON arguments; "
+            "write it as the string the tool receives"
+        )
+    if isinstance(value, datetime.date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {k: _dates_spelled(where, key + _place((k,)), v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_dates_spelled(where, key + _place((i,)), v) for i, v in enumerate(value)]
+    return value
+
+
+def _place(path: tuple[str | int, ...]) -> str:
+    """`("days", 1)` as `.days[1]`, each key on one line (control characters escaped)."""
+    return "".join(f"[{p}]" if isinstance(p, int) else "." + _quoted(p)[1:-1] for p in path)
 
 
 def _tool_names(where: str, value: Any) -> tuple[str, ...]:
@@ -196,7 +243,10 @@ def _script(where: str, value: Any, base: Path) -> Path | None:
         return None
     if not isinstance(value, str) or not value:
         raise SuiteError(f"{where}script: must name a script file, got {_shown(value)}")
-    path = (base / Path(value).expanduser()).resolve()
+    try:
+        path = resolved(value, base=base, what="script")
+    except UserFileError as exc:
+        raise SuiteError(f"{where}script: {value}: {exc.reason}") from None
     if not path.is_file():
         raise SuiteError(f"{where}script: no script file at {path}")
     return path

@@ -36,12 +36,17 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ..exceptions import UserError
+from ..userfiles import MiB, UserFileError, read_user_text, resolved
 from ._subagent_rule import MAX_SUBAGENT_DEPTH
 from .definition import AgentDefinition, DefinitionError, absolute_model
+
+MAX_AGENT_FILE_BYTES = 4 * MiB
+"""The largest agent file or output schema Pi reads: long instructions fit many times."""
 
 
 def read_agent_file(path: str | Path) -> AgentDefinition:
@@ -66,21 +71,20 @@ def _read(
     outermost first; `done` the files this read has read already, by resolved path (a file
     named twice, by one agent or by two, is read once)."""
     try:
-        # utf-8-sig: editors on Windows start a file with a byte order mark
-        text = file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"agent file {file}: cannot read it: {exc}") from None
+        text = read_user_text(file, what="agent file", max_bytes=MAX_AGENT_FILE_BYTES)
+    except UserFileError as exc:
+        raise UserError(f"agent file {file}: cannot read it: {exc.reason}") from None
     try:
         data = parse_toml(text)
     except ValueError as exc:
         raise UserError(f"agent file {file}: not valid TOML: {exc}") from None
-    base = file.resolve().parent
+    real = resolved(file, what="agent file")
     try:
-        definition = AgentDefinition.from_dict(_resolved(data, base, file, within, done))
+        definition = AgentDefinition.from_dict(_resolved(data, real, within, done))
         definition.load_tools()
     except DefinitionError as exc:
         raise UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}") from None
-    done[file.resolve()] = definition
+    done[real] = definition
     return definition
 
 
@@ -90,20 +94,18 @@ def agent_error(definition: AgentDefinition, exc: DefinitionError) -> UserError:
         return exc
     file = Path(definition.source)
     try:
-        text = file.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
+        text = read_user_text(file, what="agent file", max_bytes=MAX_AGENT_FILE_BYTES)
+    except UserError:
         text = ""
     return UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}")
 
 
 def _resolved(
-    data: dict[str, Any],
-    base: Path,
-    file: Path,
-    within: tuple[Path, ...],
-    done: dict[Path, AgentDefinition],
+    data: dict[str, Any], file: Path, within: tuple[Path, ...], done: dict[Path, AgentDefinition]
 ) -> dict[str, Any]:
-    """The file's table with its paths resolved and its sub-agents' files read in."""
+    """The table of the file at `file` (resolved) with its paths resolved and its
+    sub-agents' files read in."""
+    base = file.parent
     out = dict(data)
     if "source" in out or "import_path" in out:
         key = "source" if "source" in out else "import_path"
@@ -114,11 +116,11 @@ def _resolved(
     if "output" in out:
         out["output"] = _output(out["output"], base)
     if "subagents" in out:
-        out["subagents"] = _subagents(out["subagents"], base, (*within, file.resolve()), done)
+        out["subagents"] = _subagents(out["subagents"], base, (*within, file), done)
     if isinstance(out.get("mcp"), dict):
-        out["mcp"] = {name: _mcp_server(entry, base) for name, entry in out["mcp"].items()}
+        out["mcp"] = {name: _mcp_server(name, entry, base) for name, entry in out["mcp"].items()}
     out["import_path"] = str(_import_root(base))
-    out["source"] = str(file.resolve())
+    out["source"] = str(file)
     return out
 
 
@@ -137,11 +139,13 @@ def _output(value: Any, base: Path) -> Any:
     table = {"schema": value} if isinstance(value, str) else value
     if not isinstance(table, dict) or not isinstance(table.get("schema"), str):
         raise DefinitionError("output", "must name a JSON Schema file (or a table with `schema`)")
-    path = (base / table["schema"]).resolve()
+    path = _path(table["schema"], base, "output")
     try:
-        schema = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DefinitionError("output", f"cannot read {path}: {exc}") from None
+        text = read_user_text(path, what="output schema", max_bytes=MAX_AGENT_FILE_BYTES)
+    except UserFileError as exc:
+        raise DefinitionError("output", f"cannot read {path}: {exc.reason}") from None
+    try:
+        schema = json.loads(text)
     except ValueError as exc:
         raise DefinitionError("output", f"{path} is not JSON: {exc}") from None
     except RecursionError:
@@ -152,14 +156,22 @@ def _output(value: Any, base: Path) -> Any:
     return {"name": name, **table, "schema": schema}
 
 
-def _mcp_server(entry: Any, base: Path) -> Any:
+def _mcp_server(name: str, entry: Any, base: Path) -> Any:
     """A stdio server runs in the file's folder (or its `cwd`, relative to the file)."""
     if not isinstance(entry, dict) or "command" not in entry:
         return entry  # the definition's rule says what is wrong
     cwd = entry.get("cwd", ".")
     if not isinstance(cwd, str) or not cwd:
         return entry
-    return {**entry, "cwd": str((base / Path(cwd).expanduser()).resolve())}
+    return {**entry, "cwd": str(_path(cwd, base, f"mcp.{name}.cwd"))}
+
+
+def _path(value: str, base: Path, key: str) -> Path:
+    """`value`, a path the file names at `key`, resolved against the file's folder."""
+    try:
+        return resolved(value, base=base, what=key)
+    except UserFileError as exc:
+        raise DefinitionError(key, f"{value}: {exc.reason}") from None
 
 
 def _subagents(
@@ -176,7 +188,7 @@ def _subagents(
                 raise DefinitionError(f"subagents.{name}.agent", "must name another agent file")
             continue
         key = f"subagents.{name}.agent"
-        path = (base / Path(entry["agent"]).expanduser()).resolve()
+        path = _path(entry["agent"], base, key)
         if path in chain:
             loop = " → ".join(p.name for p in (*chain[chain.index(path) :], path))
             raise DefinitionError(key, f"the agent files include each other: {loop}")
@@ -202,18 +214,85 @@ def _where(file: Path, text: str, key: str) -> str:
 
 
 def _line_of(text: str, key: str) -> int | None:
+    """The number of the line that sets `key` (dotted), or of the header of the table
+    `key` names; lines inside multi-line strings set nothing. Linear in `text`: string
+    methods only, no pattern that could backtrack."""
     *tables, name = key.split(".")
     section = ".".join(tables)
     current = ""
-    setting = re.compile(rf"\s*(\"{re.escape(name)}\"|{re.escape(name)})\s*=")
-    header = re.compile(r"\s*\[+\s*([^\]]+?)\s*\]+")
-    for number, line in enumerate(text.split("\n"), 1):
-        found = header.match(line)
-        if found:
-            current = found.group(1).replace(" ", "")
+    for number, line in _code_lines(text):
+        header = _header(line)
+        if header is not None:
+            current = header
             if not tables and current == name:
                 return number  # a whole table is at fault: its header
             continue
-        if current == section and setting.match(line):
+        if current == section and _sets(line, name):
             return number
     return None
+
+
+def _header(line: str) -> str | None:
+    """The table a `[table]` or `[[table]]` line opens, spaces dropped; None for others."""
+    stripped = line.lstrip()
+    if not stripped.startswith("["):
+        return None
+    inside, closed, _ = stripped.lstrip("[").partition("]")
+    name = inside.replace(" ", "")
+    return name if closed and name.strip() else None
+
+
+def _sets(line: str, name: str) -> bool:
+    """Whether `line` sets the key `name`, bare or quoted."""
+    stripped = line.lstrip()
+    for spelled in (f'"{name}"', name):
+        if stripped.startswith(spelled) and stripped[len(spelled) :].lstrip().startswith("="):
+            return True
+    return False
+
+
+def _code_lines(text: str) -> Iterator[tuple[int, str]]:
+    """Each line of `text` with its number, but lines that start inside a multi-line
+    string (a key spelled there sets nothing)."""
+    open_quotes = ""  # the quotes of the multi-line string still open, if one is
+    for number, line in enumerate(text.split("\n"), 1):
+        if not open_quotes:
+            yield number, line
+        open_quotes = _open_after(line, open_quotes)
+
+
+def _open_after(line: str, quotes: str) -> str:
+    """The quotes of the multi-line string open at the end of `line`, given those open at
+    its start ("" for none): strings are skipped, and a comment ends the line."""
+    i = 0
+    while i < len(line):
+        if quotes:
+            end = _string_end(line, i, quotes)
+            if end < 0:
+                return quotes
+            i, quotes = end, ""
+        elif line[i] == "#":
+            return ""
+        elif line[i] in "\"'":
+            if line.startswith(line[i] * 3, i):
+                quotes, i = line[i] * 3, i + 3
+            else:
+                i = _string_end(line, i + 1, line[i])
+                if i < 0:
+                    return ""  # not TOML; tomllib has said so already
+        else:
+            i += 1
+    return quotes
+
+
+def _string_end(line: str, start: int, quotes: str) -> int:
+    """Where the string closed by `quotes` ends in `line` (just past them), looking from
+    `start`; -1 when it does not end on this line. A backslash escapes in basic strings."""
+    at = start
+    while (found := line.find(quotes, at)) >= 0:
+        # the backslashes before the quotes lie after `at`: line[at - 1] is a quote (or none)
+        backslashes = found - at - len(line[at:found].rstrip("\\"))
+        if quotes[0] == "'" or backslashes % 2 == 0:
+            return found + len(quotes)
+        at = found + 1
+    return -1

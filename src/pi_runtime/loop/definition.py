@@ -33,6 +33,7 @@ from ..models import Model, resolve_model
 from ..tools import ToolSpec
 from ..tools.loading import load_tools, split_ref
 from ..tools.retrieval import ToolRetriever
+from ..userfiles import UserFileError, resolved
 from ._subagent_rule import subagents_rule
 from .guards import Limits
 from .plan import MODES, Mode
@@ -631,12 +632,16 @@ def _retriever(table: Mapping[str, Any] | None) -> ToolRetriever | None:
 
 
 def absolute_model(spec: str | None, base: Path) -> str | None:
-    """`spec` with a file path argument made absolute against `base`."""
+    """`spec` with a file path argument made absolute against `base`; a DefinitionError
+    (`model`) when the path cannot be resolved (a symlink loop)."""
     if spec is None:
         return None
     prefix, sep, rest = spec.partition(":")
     if sep and rest and prefix in PATH_SPECS and rest not in EMBEDDED_NAMES:
-        return f"{prefix}:{(base / Path(rest).expanduser()).resolve()}"
+        try:
+            return f"{prefix}:{resolved(rest, base=base, what='model')}"
+        except UserFileError as exc:
+            raise DefinitionError("model", f"{spec}: {exc.reason}") from None
     return spec
 
 

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import codecs
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..userfiles import open_user_file
 from ._text import repair_value
 
 # What json.dumps leaves raw that a line splitter would still break on.
@@ -44,14 +46,24 @@ def escape_line_breaks(json_text: str) -> str:
 def read_json_lines(path: str | Path) -> list[dict[str, Any]]:
     """The objects of a JSONL file in order, blank lines skipped, strings repaired.
 
+    The file is read a line at a time (a binary file's lines end at "\\n" alone); it must
+    be a regular file, so a FIFO or a device never blocks or fills memory.
+
     Raises:
-        OSError: the file cannot be read.
+        OSError: the file cannot be read or is not a regular file (then a `UserFileError`).
         ValueError: a line is not UTF-8 or not a JSON object; the message names the file
             and the line.
     """
+    with open_user_file(path, what="trace") as file:
+        return _objects(path, file)
+
+
+def _objects(path: str | Path, lines: Iterable[bytes]) -> list[dict[str, Any]]:
+    """The objects of the JSONL `lines` of the file at `path`, as `read_json_lines` says."""
     objects: list[dict[str, Any]] = []
-    data = Path(path).read_bytes().removeprefix(codecs.BOM_UTF8)
-    for number, line in enumerate(data.split(b"\n"), 1):
+    for number, line in enumerate(lines, 1):
+        if number == 1:
+            line = line.removeprefix(codecs.BOM_UTF8)
         if not line.strip():
             continue
         try:

@@ -14,9 +14,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..exceptions import ModelError, UserError
 from ..messages import Block, TextBlock, ThinkingBlock, ToolCall, Usage
+from ..userfiles import MiB, UserFileError, read_user_text
 from ._deltas import parse_arguments, replays_complete, stream_response
 from ._repair import repair_response, trust_stream
 from .base import ModelRequest, ModelResponse, StreamEvent
+
+MAX_SCRIPT_BYTES = 32 * MiB
+"""The largest script file read: far past any test's or demo's, short of a memory blow-up."""
 
 
 class _ScriptCall(BaseModel):
@@ -56,11 +60,13 @@ def load_script(path: str | Path) -> list[ScriptStep]:
     """Read and check a script file; a bad file is a `UserError` naming what is wrong."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"cannot read script {p}: {exc.strerror or exc}") from exc
+        data = json.loads(read_user_text(p, what="script", max_bytes=MAX_SCRIPT_BYTES))
+    except UserFileError as exc:
+        raise UserError(f"cannot read script {p}: {exc.reason}") from None
     except ValueError as exc:
         raise UserError(f"script {p} is not valid JSON: {exc}") from exc
+    except RecursionError:  # json recurses once per nested array or object
+        raise UserError(f"script {p} is nested too deeply to read") from None
     try:
         return _Script.model_validate(data).steps
     except ValidationError as exc:
