@@ -13,6 +13,7 @@ import typer
 
 from ..exceptions import UserError
 from ._console import err_console, fail, say, shown_arguments
+from ._stdout import Emit, json_stdout
 from .session import DbOption, open_db
 
 if TYPE_CHECKING:
@@ -22,6 +23,9 @@ if TYPE_CHECKING:
     from ..loop import RunResult
     from ..loop.approvals import Decision
     from ..loop.definition import AgentDefinition
+
+MAX_LEASE_S = 86_400.0
+"""The longest lease `--lease` takes: a day (a larger one overflows the store's clock)."""
 
 SessionArg = Annotated[str, typer.Argument(help="The session's id.")]
 CallArg = Annotated[str, typer.Argument(help="The waiting tool call's id.")]
@@ -34,7 +38,10 @@ FingerprintOption = Annotated[
 LeaseOption = Annotated[
     float,
     typer.Option(
-        "--lease", min=0.1, help="Lease seconds: if this process dies, a worker takes over."
+        "--lease",
+        min=0.1,
+        max=MAX_LEASE_S,
+        help="Lease seconds: if this process dies, a worker takes over.",
     ),
 ]
 TraceOption = Annotated[
@@ -103,6 +110,20 @@ def _decide(
     as_json: bool,
 ) -> int:
     """Take the decision in the store and print the continued run; the exit code."""
+    # from the first import of a tools module on, stdout may hold the RunResult alone
+    with json_stdout(as_json) as emit:
+        return _decided(session_id, decision, db, lease_s, trace_dir, as_json, emit)
+
+
+def _decided(
+    session_id: str,
+    decision: Decision,
+    db: str | None,
+    lease_s: float,
+    trace_dir: Path | None,
+    as_json: bool,
+    emit: Emit,
+) -> int:
     from ..durable import LeaseLost, StoreError
     from ..durable.approvals import decide
     from ..loop import run_blocking
@@ -140,7 +161,7 @@ def _decide(
         return 1
     finally:
         store.close()
-    return show_result(result, session_id, as_json, err)
+    return show_result(result, session_id, as_json, err, emit=emit)
 
 
 def _recipe(store: Store, session_id: str) -> AgentDefinition:
@@ -163,12 +184,15 @@ def _limits(store: Store, session_id: str, call_id: str) -> dict[str, object]:
     return {}
 
 
-def show_result(result: RunResult, session_id: str, as_json: bool, err: Console) -> int:
-    """Print a session's run as `pi run --session` does; its exit code."""
+def show_result(
+    result: RunResult, session_id: str, as_json: bool, err: Console, *, emit: Emit = typer.echo
+) -> int:
+    """Print a session's run as `pi run --session` does, its JSON through `emit`; its exit
+    code."""
     from .run import EXIT_CODES, answer_text
 
     if as_json:
-        typer.echo(result.to_json())
+        emit(result.to_json())
     else:
         if result.output is not None:
             typer.echo(answer_text(result.output))

@@ -12,6 +12,7 @@ import typer
 
 from ..exceptions import UserError
 from ._console import console, err_console, fail, say
+from ._stdout import json_stdout
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,37 +32,66 @@ def eval_command(
 ) -> None:
     """Run every case of SUITE (TOML) and score it. Exit 0 all passed, 1 any failed, 2 bad
     suite or usage."""
+    # from the first import of a tools module on, stdout may hold the report alone
+    with json_stdout(as_json) as emit:
+        result = _evaluated(suite, models or [], repeat=repeat, out=out, quiet=as_json)
+        files = _written(result, out)
+        if as_json:
+            emit(json.dumps(result, ensure_ascii=False))
+        else:
+            _show(result)
+    raise typer.Exit(0 if result["passed"] and files is not None else 1)
+
+
+def _evaluated(
+    suite: Path, models: list[str], *, repeat: int, out: Path | None, quiet: bool
+) -> dict[str, Any]:
+    """The suite's result (see `pi eval`), or exit 2 saying why the suite cannot run."""
     from ..evals import evaluate, load_suite, models_under_test
-    from ..evals.report import print_report, write_report
     from ..loop import run_blocking
 
     err = err_console()
     try:
         loaded = load_suite(suite)
-        chosen = models_under_test(loaded, models or [], Path.cwd())
+        chosen = models_under_test(loaded, models, Path.cwd())
     except UserError as exc:
         fail(exc)
-    on_row = None if as_json else _progress(err)
+    on_row = None if quiet else _progress(err)
     trace_dir = out / "traces" if out is not None else None
     try:
         # stdout holds the report alone: whatever tools print goes to stderr
         with contextlib.redirect_stdout(sys.stderr):
-            result = run_blocking(
+            return run_blocking(
                 evaluate(loaded, chosen, repeat=repeat, trace_dir=trace_dir, on_row=on_row)
             )
     except UserError as exc:
         fail(exc)
-    if out is not None:
-        result["files"] = [str(p) for p in write_report(result, out)]
-    if as_json:
-        typer.echo(json.dumps(result, ensure_ascii=False))
-    else:
-        screen = console()
-        screen.width = max(screen.width, 120)
-        print_report(result, screen)
-        if out is not None:
-            say(screen, "files: " + ", ".join(result["files"]))
-    raise typer.Exit(0 if result["passed"] else 1)
+
+
+def _written(result: dict[str, Any], out: Path | None) -> list[str] | None:
+    """The report files written to `out` (also set as `result["files"]`); None, saying
+    why on stderr, when they could not be written (the results are printed still)."""
+    from ..evals.report import write_report
+
+    if out is None:
+        return []
+    try:
+        files = [str(p) for p in write_report(result, out)]
+    except OSError as exc:
+        say(err_console(), ("error:", "red"), f" cannot write the report to {out}: ", exc)
+        return None
+    result["files"] = files
+    return files
+
+
+def _show(result: dict[str, Any]) -> None:
+    from ..evals.report import print_report
+
+    screen = console()
+    screen.width = max(screen.width, 120)
+    print_report(result, screen)
+    if "files" in result:
+        say(screen, "files: " + ", ".join(result["files"]))
 
 
 def _progress(err: Console) -> Any:

@@ -15,6 +15,7 @@ import typer
 
 from ..exceptions import UserError
 from ._console import err_console, fail, plain, say
+from ._stdout import Emit, json_stdout
 from .session import open_db
 
 # The loop, the store and the model adapters are imported where a run needs them, so
@@ -89,9 +90,6 @@ def run_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the RunResult JSON only.")] = False,
 ) -> None:
     """Run an agent on PROMPT. Exit 0 completed, 3 awaiting, 1 otherwise, 2 bad usage."""
-    from ..loop import run_blocking
-
-    err = err_console()
     limits = {
         k: v
         for k, v in (
@@ -104,6 +102,57 @@ def run_command(
     engine = {
         k: v for k, v in (("threads", local_threads), ("context", local_context)) if v is not None
     }
+    # from the first import of a tools module on, stdout may hold the RunResult alone
+    with json_stdout(as_json) as emit:
+        definition = _chosen(
+            agent_file, model=model, tools=tools, base_url=base_url, engine=engine, mode=mode
+        )
+        if db is not None and session is None and definition.memory is None:
+            fail("--db is the store of sessions (and of an agent's memory): add --session ID")
+        if session is not None:
+            named = (
+                agent_file is not None
+                or model is not None
+                or bool(tools)
+                or base_url is not None
+                or bool(engine)
+                or mode is not None
+            )
+            code = _run_in_session(
+                prompt,
+                session,
+                db,
+                definition=definition,
+                named=named,
+                limits=limits,
+                trace_dir=trace_dir,
+                tool_choice=tool_choice,
+                as_json=as_json,
+                emit=emit,
+            )
+        else:
+            code = _run_once(
+                prompt,
+                definition,
+                db=db,
+                limits=limits,
+                trace_dir=trace_dir,
+                tool_choice=tool_choice,
+                emit=emit if as_json else None,
+            )
+    raise typer.Exit(code)
+
+
+def _chosen(
+    agent_file: Path | None,
+    *,
+    model: str | None,
+    tools: list[str] | None,
+    base_url: str | None,
+    engine: dict[str, int],
+    mode: str | None,
+) -> AgentDefinition:
+    """The agent the flags choose, or exit 2 saying why there is none."""
     try:
         definition = _definition(agent_file, model=model, tools=tools, base_url=base_url)
         if engine:  # merged key by key over the agent file's [local] table
@@ -112,30 +161,24 @@ def run_command(
             definition = definition.with_overrides(mode=mode)
     except UserError as exc:
         fail(exc)
-    if db is not None and session is None and definition.memory is None:
-        fail("--db is the store of sessions (and of an agent's memory): add --session ID")
-    if session is not None:
-        named = (
-            agent_file is not None
-            or model is not None
-            or bool(tools)
-            or base_url is not None
-            or bool(engine)
-            or mode is not None
-        )
-        code = _run_in_session(
-            prompt,
-            session,
-            db,
-            definition=definition,
-            named=named,
-            limits=limits,
-            trace_dir=trace_dir,
-            tool_choice=tool_choice,
-            as_json=as_json,
-            err=err,
-        )
-        raise typer.Exit(code)
+    return definition
+
+
+def _run_once(
+    prompt: str,
+    definition: AgentDefinition,
+    *,
+    db: str | None,
+    limits: dict[str, Any],
+    trace_dir: Path | None,
+    tool_choice: str | None,
+    emit: Emit | None,
+) -> int:
+    """One run without a session, printed (as JSON through `emit`, if given); the exit
+    code."""
+    from ..loop import run_blocking
+
+    err = err_console()
     # an agent with long-term memory keeps its facts in the store, session or not
     memory = open_db(db) if definition.memory is not None else None
     try:
@@ -147,10 +190,8 @@ def run_command(
             memory.close()
         fail(exc)
     try:
-        if as_json:
-            # stdout must hold the RunResult alone: whatever tools print goes to stderr
-            with contextlib.redirect_stdout(sys.stderr):
-                result = agent.run_sync(prompt, next_tool_choice=tool_choice)
+        if emit is not None:
+            result = agent.run_sync(prompt, next_tool_choice=tool_choice)
         else:
             result = run_blocking(
                 agent.mcp.closing(_run_with_progress(agent, prompt, tool_choice, err))
@@ -160,15 +201,15 @@ def run_command(
     finally:
         if memory is not None:
             memory.close()
-    if as_json:
-        typer.echo(result.to_json())
+    if emit is not None:
+        emit(result.to_json())
     else:
         if result.output is not None:
             typer.echo(answer_text(result.output))
         elif result.error:
             say(err, (result.stop_reason, "red"), ": ", result.error)
         say(err, (f"trace: {result.trace}", "dim"))
-    raise typer.Exit(EXIT_CODES.get(result.status, 1))
+    return EXIT_CODES.get(result.status, 1)
 
 
 def answer_text(output: Any) -> str:
@@ -243,14 +284,16 @@ def _run_in_session(
     trace_dir: Path | None,
     tool_choice: str | None,
     as_json: bool,
-    err: Console,
+    emit: Emit,
 ) -> int:
     """One turn of a persistent session; the exit code. A session keeps the agent it was
-    started with; limits and tool choice given now apply to this request."""
+    started with; limits and tool choice given now apply to this request. With `as_json`
+    the result is written through `emit`."""
     from ..durable import Conflict, StoreError
     from ..durable.sessions import open_session, run_turn
     from ..loop import run_blocking
 
+    err = err_console()
     store = open_db(db)
     try:
         _, recipe = open_session(store, session_id, definition, same_agent=named)
@@ -298,7 +341,7 @@ def _run_in_session(
         store.close()
     from .approve import show_result
 
-    return show_result(turn.result, session_id, as_json, err)
+    return show_result(turn.result, session_id, as_json, err, emit=emit)
 
 
 def _progress(err: Console) -> Callable[[Event], None]:

@@ -10,9 +10,10 @@ import typer
 
 from ..exceptions import UserError
 from ._console import console, err_console, fail, literal, say, shown_arguments
+from ._stdout import json_stdout
 
 if TYPE_CHECKING:
-    from ..durable import Store
+    from ..durable import CancelResult, Store
 
 DEFAULT_DB = "sqlite:///.pi/pi.db"
 DB_ENV = "PI_DB"
@@ -59,18 +60,19 @@ def show(
     from ..durable import NotFound, StoreError
     from ..durable.views import session_view
 
-    store = open_db(db)
-    try:
-        view = session_view(store, session_id)
-    except NotFound as exc:
-        fail(exc)
-    except StoreError as exc:
-        fail(exc, 1)
-    finally:
-        store.close()
-    if as_json:
-        typer.echo(json.dumps(view, ensure_ascii=False))
-        return
+    with json_stdout(as_json) as emit:
+        store = open_db(db)
+        try:
+            view = session_view(store, session_id)
+        except NotFound as exc:
+            fail(exc)
+        except StoreError as exc:
+            fail(exc, 1)
+        finally:
+            store.close()
+        if as_json:
+            emit(json.dumps(view, ensure_ascii=False))
+            return
     out = console()
     say(out, "session ", (session_id, "bold"), ": ", view["status"])
     for m in view["messages"]:
@@ -118,16 +120,30 @@ def cancel(
     """Stop waiting: awaited calls get a `cancelled` result; nothing is delivered after."""
     from ..durable import NotFound, StoreError
 
-    store = open_db(db)
-    try:
-        done = store.cancel_session(session_id)
-    except NotFound as exc:
-        fail(exc)
-    except StoreError as exc:
-        fail(exc, 1)
-    finally:
-        store.close()
-    data = {
+    with json_stdout(as_json) as emit:
+        store = open_db(db)
+        try:
+            done = store.cancel_session(session_id)
+        except NotFound as exc:
+            fail(exc)
+        except StoreError as exc:
+            fail(exc, 1)
+        finally:
+            store.close()
+        if as_json:
+            emit(json.dumps(_cancelled(session_id, done), ensure_ascii=False))
+            return
+    say(
+        err_console(),
+        f"session {session_id} cancelled: {len(done.waits_cancelled)} wait(s), "
+        f"{len(done.approvals_cancelled)} approval(s), "
+        f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
+    )
+
+
+def _cancelled(session_id: str, done: CancelResult) -> dict[str, object]:
+    """What `pi session cancel --json` prints of a cancellation."""
+    return {
         "session_id": session_id,
         "status": done.session.status,
         "waits_cancelled": list(done.waits_cancelled),
@@ -135,12 +151,3 @@ def cancel(
         "jobs_cancelled": list(done.jobs_cancelled),
         "approvals_cancelled": list(done.approvals_cancelled),
     }
-    if as_json:
-        typer.echo(json.dumps(data, ensure_ascii=False))
-        return
-    say(
-        err_console(),
-        f"session {session_id} cancelled: {len(done.waits_cancelled)} wait(s), "
-        f"{len(done.approvals_cancelled)} approval(s), "
-        f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
-    )

@@ -6,6 +6,7 @@ Pi does not know (a newer kind, a hand-made trace) is still shown, as its raw fi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -61,10 +62,20 @@ def show(
         style = styles.get(kind, "")
         if isinstance(event, ToolResult) and event.is_error:
             style = "red"
-        t_ms = data.get("t_ms", 0)
-        stamp = f"{t_ms:.1f}" if isinstance(t_ms, int | float) else "?"
-        table.add_row(stamp, literal(kind), literal(line), style=style)
+        table.add_row(_stamp(data.get("t_ms", 0)), literal(kind), literal(line), style=style)
     console().print(table, soft_wrap=False)
+
+
+def _stamp(t_ms: object) -> str:
+    """A line's time as the table shows it: `?` unless it is a finite number of ms (a
+    hand-made line may hold an integer no float holds, or NaN)."""
+    if isinstance(t_ms, bool) or not isinstance(t_ms, int | float):
+        return "?"
+    try:
+        value = float(t_ms)
+    except OverflowError:
+        return "?"
+    return f"{value:.1f}" if math.isfinite(value) else "?"
 
 
 trace_app.command("show")(show)

@@ -8,6 +8,7 @@ literally, control characters escaped, so none can break the table or drive a te
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -18,6 +19,10 @@ from rich.table import Table
 from rich.text import Text
 
 from ..cli._console import literal, plain, say
+
+_MAX_STEM_CHARS = 100
+"""Characters of a suite's name a report file name keeps (a file name may have 255 bytes)."""
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 def print_report(result: dict[str, Any], screen: Console) -> None:
@@ -118,7 +123,7 @@ def write_report(result: dict[str, Any], out: Path) -> list[Path]:
     """`eval-<suite>.json` (everything), `.csv` (a row per run) and, with matplotlib,
     `.png` (success rate per model) in `out`; the paths written."""
     out.mkdir(parents=True, exist_ok=True)
-    stem = "eval-" + (re.sub(r"[^A-Za-z0-9_.-]", "_", result["suite"]).strip(".") or "suite")
+    stem = report_stem(result["suite"])
     json_path = out / f"{stem}.json"
     json_path.write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", "utf-8")
     csv_path = out / f"{stem}.csv"
@@ -127,12 +132,32 @@ def write_report(result: dict[str, Any], out: Path) -> list[Path]:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]) if rows else ["case"])
         writer.writeheader()
         for row in rows:
-            writer.writerow(
-                {k: " | ".join(v) if isinstance(v, list) else v for k, v in row.items()}
-            )
+            writer.writerow({k: _cell(v) for k, v in row.items()})
     written = [json_path, csv_path]
     png = _plot(result, out / f"{stem}.png")
     return [*written, png] if png else written
+
+
+def report_stem(suite: str) -> str:
+    """`eval-<suite>`, the report files' name without extension: letters, digits, `_ . -`
+    only, a long name cut with a hash of it added, so that any file system takes it and
+    two suites alike but for their ends keep apart."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", suite).strip(".") or "suite"
+    if len(name) > _MAX_STEM_CHARS:
+        digest = hashlib.sha256(suite.encode("utf-8", "surrogatepass")).hexdigest()
+        name = f"{name[:_MAX_STEM_CHARS]}-{digest[:12]}"
+    return "eval-" + name
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: a list joined with ` | `; text a spreadsheet would run as a formula
+    (it starts with = + - @, a tab or a carriage return) behind a `'`, the OWASP rule.
+    Case names come from suites and tool names from models. Numbers stay numbers."""
+    if isinstance(value, list):
+        value = " | ".join(value)
+    if isinstance(value, str) and value.startswith(_FORMULA_STARTS):
+        return "'" + value
+    return value
 
 
 def _plot(result: dict[str, Any], path: Path) -> Path | None:

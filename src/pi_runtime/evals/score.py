@@ -9,18 +9,21 @@
   canonically (`5` equals `5.0`), true/false never equal 1/0, strings exactly.
 - `forbid_tools`: any call the model made to one of them fails the case, refused or not:
   it tried.
-- `expect_output`: a regex searched in the final answer (a contract's object as JSON).
+- `expect_output`: a regex searched in the final answer (a contract's object as JSON), in
+  time linear in the answer unless it needs lookaround or a backreference (`re` runs those).
 - `expect_stop`: the run's stop reason.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from ..loop import RunResult
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage, clipped, parse_object
 from ..messages.canonical import canonical_json, canonical_value
+from ..tools.linear_pattern import is_linear, matcher
 from .suite import Case, ExpectedCall
 
 _SHOWN_CHARS = 160
@@ -60,7 +63,7 @@ def score(case: Case, result: RunResult) -> list[str]:
         answer = _answer_text(result.output)
         if answer is None:
             failures.append(f"expect_output /{case.expect_output.pattern}/: no final answer")
-        elif case.expect_output.search(answer) is None:
+        elif not _found(case.expect_output, answer):
             failures.append(
                 f"expect_output /{case.expect_output.pattern}/ not found in the answer: "
                 f"{clipped(answer, _SHOWN_CHARS)}"
@@ -119,6 +122,18 @@ def _missing(index: int, expected: ExpectedCall, calls: list[ToolCall], start: i
     if any(c.name == expected.name for c in calls[:start]):
         return f"expect_tools[{index}]: no {wanted} call after the calls expected before it"
     return f"expect_tools[{index}]: {expected.name} was never called successfully"
+
+
+def _found(pattern: re.Pattern[str], answer: str) -> bool:
+    """Whether `pattern` matches somewhere in `answer`, as `re.search` would: in time
+    linear in the answer, which a model writes (`re` backtracked 11 s on 28 `a`s and a
+    `!` for `^(a+)+$`). A pattern with lookaround or a backreference, or compiled with
+    flags, is searched by `re`."""
+    if pattern.flags & ~re.UNICODE or not is_linear(pattern.pattern):
+        return pattern.search(answer) is not None
+    found = matcher(pattern.pattern)
+    # `$` matches before a final line break too in `re`, only at the very end in the other
+    return found(answer) or (answer.endswith("\n") and found(answer[:-1]))
 
 
 def _answer_text(output: Any) -> str | None:
