@@ -142,6 +142,30 @@ def test_tenants_never_see_each_others_facts(store: Store) -> None:
     assert found["facts"] == [] and "Miso" not in message.content
 
 
+def test_served_tenants_sharing_one_agent_keep_their_facts_apart(store: Store) -> None:
+    # `pi serve --tokens` stores tenant acme's session `a1` as `acme/a1`, and one agent
+    # file (one scope) serves every tenant
+    memory = Memory(store, "user:alice", embedder=WordsEmbedder())
+    writer = ScriptedModel([function_call("remember", {"fact": "Acme's cat is Miso."}),
+                            text("ok")])  # fmt: skip
+    Agent(writer, memory=memory, trace_dir=False).run_sync("remember", session_id="acme/a1")
+    assert [f.text for f in store.list_facts("acme/user:alice")] == ["Acme's cat is Miso."]
+    assert store.list_facts("user:alice") == []
+
+    reader = ScriptedModel([function_call("recall", {"query": "cat Miso"}), text("?")])
+    other = Agent(reader, memory=memory, trace_dir=False)
+    result = other.run_sync("What is the cat called?", session_id="zeta/z1")
+    (read,) = [e for e in memory_events(result, MemoryRecalled) if e.via == "prompt"]
+    assert (read.scope, read.fact_ids) == ("zeta/user:alice", ())
+    message, found = tool_json(result, "recall")
+    assert found["facts"] == [] and "Miso" not in message.content
+
+    again = ScriptedModel([text("Miso.")])
+    same = Agent(again, memory=memory, trace_dir=False).run_sync("cat?", session_id="acme/a2")
+    (read,) = [e for e in memory_events(same, MemoryRecalled) if e.via == "prompt"]
+    assert read.scope == "acme/user:alice" and len(read.fact_ids) == 1
+
+
 # Ranking
 
 
@@ -466,3 +490,9 @@ def test_an_agent_file_with_memory_needs_a_store_and_may_change_its_scope() -> N
     assert result.status == "completed"
     assert [f.text for f in facts.list_facts("user:bob")] == ["Alice is vegetarian."]
     assert facts.list_facts("user:alice") == []
+
+
+def test_an_agents_scope_leaves_room_for_a_tenant() -> None:
+    with pytest.raises(UserError, match="at most 200 characters, got 201"):
+        Memory(LocalMemoryStore(), "u" * 201)
+    assert Memory(LocalMemoryStore(), "u" * 200).scope == "u" * 200

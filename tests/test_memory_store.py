@@ -109,7 +109,7 @@ def test_facts_are_listed_newest_first_up_to_the_limit(facts: MemoryStore) -> No
         ("", "fine", {}, "memory scope"),
         (" user:alice", "fine", {}, "surrounding spaces"),
         ("user:\x00", "fine", {}, "printable"),
-        ("u" * 201, "fine", {}, "at most 200"),
+        ("u" * 267, "fine", {}, "at most 266"),
         ("user:alice", "fine", {"embedding": [float("nan")], "embedder": "m"}, "finite"),
         ("user:alice", "fine", {"embedding": [], "embedder": "m"}, "1 to 4096"),
         ("user:alice", "fine", {"embedding": [0.1]}, "go together"),

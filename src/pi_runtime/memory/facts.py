@@ -45,7 +45,11 @@ __all__ = [
 MAX_FACT_CHARS = 1_000
 """The longest fact kept, in characters after cleaning: a fact, not a document."""
 
-MAX_SCOPE_CHARS = 200
+MAX_SCOPE_CHARS = 266
+"""The longest scope a store keeps: an agent's scope (`MAX_POLICY_SCOPE_CHARS`) under the
+tenant of a served session (`session_scope`: a tenant of up to 64 characters and a `/`)."""
+MAX_POLICY_SCOPE_CHARS = 200
+"""The longest scope an agent names."""
 MAX_EMBEDDING_DIMENSIONS = 4_096
 
 RECALL_WINDOW = 1_000

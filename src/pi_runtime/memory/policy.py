@@ -26,7 +26,7 @@ from ..messages import redact
 from ..observe.events import MemoryRecalled, MemoryWritten
 from ..tools import ToolSpec
 from ..tools.retrieval import Embedder
-from .facts import RECALL_WINDOW, MemoryStore, check_scope
+from .facts import MAX_POLICY_SCOPE_CHARS, RECALL_WINDOW, MemoryStore, check_scope
 from .recall import Recaller
 from .render import MemoryBlock
 from .tools import MAX_RECALL_K, Emit, Staged, memory_tools
@@ -62,6 +62,11 @@ class MemoryPolicy:
 
     def __post_init__(self) -> None:
         check_scope(self.scope)
+        if len(self.scope) > MAX_POLICY_SCOPE_CHARS:
+            raise UserError(
+                f"MemoryPolicy.scope must be at most {MAX_POLICY_SCOPE_CHARS} characters, "
+                f"got {len(self.scope)}"
+            )
         checks = {
             "read": (isinstance(self.read, bool), "true or false"),
             "top_k": (_int_in(self.top_k, 1, MAX_RECALL_K), f"an integer from 1 to {MAX_RECALL_K}"),
@@ -75,6 +80,19 @@ class MemoryPolicy:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def session_scope(scope: str, session_id: str) -> str:
+    """The scope a run of session `session_id` reads and writes for an agent's `scope`.
+
+    A served tenant's session is stored as `acme/s1` (`pi serve --tokens`), and the agent
+    file naming the scope is shared by every tenant the server serves. So a session of a
+    tenant keeps its facts under `acme/` + `scope`: tenants never read, recall or
+    overwrite each other's facts, whichever process (server or worker) runs the turn.
+    A session id without a `/` keeps `scope` as it is.
+    """
+    tenant, separator, _ = session_id.partition("/")
+    return f"{tenant}/{scope}" if separator and tenant else scope
 
 
 def _int_in(value: object, low: int, high: int) -> bool:
@@ -163,10 +181,11 @@ class MemoryRun:
         self.emit = emit
         self.counter = counter
         policy = memory.policy
+        self.scope = session_scope(policy.scope, session_id)
         self.staged = Staged() if policy.write == "end" else None
         self.tools: list[ToolSpec] = memory_tools(
             memory.store,
-            policy.scope,
+            self.scope,
             write=policy.write != "none",
             recaller=memory.recaller,
             session_id=session_id,
@@ -193,19 +212,19 @@ class MemoryRun:
             return
         store, recaller = self.memory.store, self.memory.recaller
         try:
-            facts = await asyncio.to_thread(store.list_facts, policy.scope, limit=RECALL_WINDOW)
+            facts = await asyncio.to_thread(store.list_facts, self.scope, limit=RECALL_WINDOW)
             found = await asyncio.to_thread(recaller.rank, query, facts, policy.top_k)
         except Exception as exc:
             self.emit(
-                MemoryRecalled(scope=policy.scope, via="prompt", method="none", error=_error(exc))
+                MemoryRecalled(scope=self.scope, via="prompt", method="none", error=_error(exc))
             )
             return
-        block = MemoryBlock(policy.scope, found.facts, policy.budget_tokens, self.counter)
+        block = MemoryBlock(self.scope, found.facts, policy.budget_tokens, self.counter)
         text, kept = block.fitted(policy.budget_tokens)
         self.block = block if kept else None
         self.emit(
             MemoryRecalled(
-                scope=policy.scope,
+                scope=self.scope,
                 via="prompt",
                 method=found.method,
                 fact_ids=kept,
@@ -223,7 +242,7 @@ class MemoryRun:
             return
         texts = list(self.staged.texts.values())
         self.staged.texts.clear()
-        scope = self.memory.policy.scope
+        scope = self.scope
         if status not in _KEEPS:
             self.emit(MemoryWritten(scope=scope, via="end", discarded=len(texts)))
             return
