@@ -70,3 +70,12 @@ def test_a_run_with_a_failing_tool_reads_as_its_timeline(tmp_path: Path) -> None
     assert "model function:respond · tools lookup" in out
     assert "lookup [" in out and "error" in out
     assert "completed · final_answer · 2 steps" in out
+
+
+def test_a_trace_that_cannot_be_read_is_named_once_with_its_reason(tmp_path: Path) -> None:
+    fifo, missing = tmp_path / "fifo.jsonl", tmp_path / "missing.jsonl"
+    os.mkfifo(fifo)
+    for path, reason in ((fifo, "not a regular file but a FIFO"), (missing, "No such file")):
+        shown = show(path)
+        assert shown.returncode == 2 and shown.stdout == ""
+        assert shown.stderr.count(str(path)) == 1 and reason in shown.stderr

@@ -31,8 +31,10 @@ def show(
 
     try:
         events = read_trace(path)
-    except (OSError, ValueError) as exc:
-        fail(f"cannot read trace {path}: {exc}")
+    except OSError as exc:  # its reason alone: the path is said once, here
+        fail(f"cannot read trace {path}: {exc.strerror or exc}")
+    except ValueError as exc:  # names the file and the line itself
+        fail(f"cannot read trace: {exc}")
     table = Table(title=literal(path), show_lines=False)
     table.add_column("t ms", justify="right", style="dim")
     table.add_column("event")
