@@ -58,11 +58,12 @@ def test_a_body_the_server_api_cannot_read_is_a_422_invalid_request(
 
 
 def test_a_trace_line_of_unexpected_types_still_renders_the_server_timeline(
-    server: ThreadServer,
+    server: ThreadServer, tmp_path: Path
 ) -> None:
     with httpx.Client(base_url=server.url, timeout=60) as client:
         run = client.post("/v1/sessions/newer-1/runs", json={"message": "go"}).json()
-        with Path(run["trace"]).open("a", encoding="utf-8") as trace:
+        written = tmp_path / "traces" / f"{run['run_id']}.jsonl"
+        with written.open("a", encoding="utf-8") as trace:
             trace.write('{"kind":"model_request","step":1,"tools":5}\n')
             trace.write('{"kind":"model_request","step":NaN,"tools":[]}\n')
             trace.write('{"kind":"plan_created","steps":7}\n')

@@ -57,6 +57,16 @@ def serve_command(
             "--lease", min=0.1, help="Lease seconds: if the server dies, a worker takes over."
         ),
     ] = 30.0,
+    forwarded_allow_ips: Annotated[
+        str | None,
+        typer.Option(
+            "--forwarded-allow-ips",
+            envvar="FORWARDED_ALLOW_IPS",
+            show_envvar=True,
+            help="Comma-separated proxy addresses (or '*') whose X-Forwarded-Proto/-For "
+            "are trusted, e.g. a TLS proxy on another host (default: 127.0.0.1,::1).",
+        ),
+    ] = None,
     log_level: Annotated[
         str, typer.Option("--log-level", help="uvicorn's: critical, error, warning, info, debug.")
     ] = "info",
@@ -104,5 +114,7 @@ def serve_command(
         port=port,
         log_level=log_level,
         server_header=False,
+        # behind a trusted TLS proxy the request's scheme is https: the cookie is Secure
+        forwarded_allow_ips=forwarded_allow_ips,
         timeout_graceful_shutdown=30,
     )

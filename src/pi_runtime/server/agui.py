@@ -67,6 +67,7 @@ from ..observe import (
 )
 from .agui_calls import StreamedCalls
 from .agui_interrupts import APPROVAL_REASON, DECISION_SCHEMA, interrupt
+from .config import public_model
 
 __all__ = ["APPROVAL_REASON", "DECISION_SCHEMA", "PROTOCOL_VERSION", "AguiMapper", "event_type"]
 
@@ -82,6 +83,8 @@ class AguiMapper:
         clock: seconds since the epoch (event timestamps are milliseconds).
         call_ids: the ids of the calls in the conversation before this run (the run
             replaces a streamed id that is one of them).
+        trace_path: where the run's trace is served, `{run_id}` filled in: the result's
+            `trace` (None: null; the trace file's path is the server's, never sent).
     """
 
     def __init__(
@@ -91,9 +94,11 @@ class AguiMapper:
         approvals_path: str | None = None,
         clock: Callable[[], float] = time.time,
         call_ids: Iterable[str] = (),
+        trace_path: str | None = None,
     ) -> None:
         self.thread_id = thread_id
         self.approvals_path = approvals_path
+        self.trace_path = trace_path
         self.clock = clock
         self.run_id: str | None = None
         self.model: str | None = None
@@ -165,7 +170,7 @@ class AguiMapper:
         self.ended = True
         usage = [
             TokenUsage(
-                model=self.model,
+                model=public_model(self.model),
                 input_tokens=result.usage.input_tokens,
                 output_tokens=result.usage.output_tokens,
                 cached_input_tokens=result.usage.cached_tokens,
@@ -217,10 +222,16 @@ class AguiMapper:
         return out
 
     def summary(self, result: RunResult) -> dict[str, Any]:
-        """The `RunResult` JSON without the conversation, under the client's session id."""
+        """The `RunResult` JSON without the conversation, under the client's session id,
+        its `trace` where the trace is served (`trace_path`), not the file's path."""
         data = result.to_dict()
         data.pop("messages", None)
         data["session_id"] = self.thread_id
+        data["trace"] = (
+            self.trace_path.format(run_id=result.run_id)
+            if result.trace is not None and self.trace_path is not None
+            else None
+        )
         return data
 
     def begin(self, run_id: str, model: str | None = None) -> list[BaseEvent]:

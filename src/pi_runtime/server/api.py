@@ -2,12 +2,17 @@
 
     POST /v1/sessions/{id}/runs                 {"message", "agent"?} → RunResult, or AG-UI SSE
     POST /v1/sessions/{id}/approvals/{call_id}  {"decision": "approve"|"reject", …} → the same
-    GET  /v1/sessions/{id}                      what `pi session show --json` prints
+    GET  /v1/sessions/{id}                      what `pi session show --json` prints (its
+                                                `agent`: the served name and model)
     GET  /v1/runs/{run_id}/trace                the run's trace events
     GET  /v1/runs/{run_id}/events               a live run's AG-UI events, from its start
     GET  /v1/agents                             the served agents
 
 `Accept: text/event-stream` streams AG-UI events; anything else gets JSON.
+
+No answer holds a path of the server's files or the agent's recipe: a result's `trace` is
+the run's trace URL here, model names lose their file paths and server URLs
+(`config.public_model`), and a session's `agent` is the served agent's name and model.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from ..messages import ToolResultMessage
 from ..observe import default_trace_dir, read_trace
 from .agui import AguiMapper
 from .auth import Caller, principal
+from .config import public_model
 from .errors import ApiError
 from .state import ServerState, server_state
 from .stream import LiveRun, agui_stream, api_error, result_of
@@ -49,6 +55,8 @@ CallId = Annotated[
 ]
 MAX_MESSAGE_CHARS = 200_000
 SSE = "text/event-stream"
+TRACE_PATH = "/v1/runs/{run_id}/trace"
+"""Where a run's trace is served: a result's `trace` (the file's path is the server's)."""
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"description": "No valid bearer token."},
     404: {"description": "No such session, run, call or agent (or not the caller's)."},
@@ -156,6 +164,14 @@ async def show_session(session_id: SessionId, request: Request, caller: Caller) 
     except NotFound:
         raise ApiError(404, f"no session {session_id!r}") from None
     view["session_id"] = session_id
+    # the stored recipe (files, imports, instructions, MCP commands) stays the server's
+    recipe = view.get("agent")
+    model = recipe.get("model") if isinstance(recipe, dict) else None
+    view["agent"] = {
+        "name": state.served_name(recipe),
+        "model": public_model(model if isinstance(model, str) else None),
+    }
+    view["messages"] = [_public_message(m) for m in view["messages"]]
     return view
 
 
@@ -177,7 +193,7 @@ async def trace(run_id: RunId, request: Request, caller: Caller) -> dict[str, An
         "session_id": caller.public_id(run.session_id),
         "status": run.status,
         "stop_reason": run.stop_reason,
-        "events": events,
+        "events": [_public_event(e) for e in events],
     }
 
 
@@ -194,7 +210,7 @@ async def follow(run_id: RunId, request: Request, caller: Caller) -> StreamingRe
     if live is None or run is None or not caller.owns(run.session_id):
         raise ApiError(404, f"no run {run_id!r} is running in this server", code="not_live")
     called = await asyncio.to_thread(_called_before, state, run.session_id, run_id)
-    mapper = AguiMapper(caller.public_id(run.session_id), call_ids=called)
+    mapper = AguiMapper(caller.public_id(run.session_id), call_ids=called, trace_path=TRACE_PATH)
     return _sse(agui_stream(live, mapper))
 
 
@@ -228,7 +244,9 @@ async def _answer(
     approvals = f"/v1/sessions/{session_id}/approvals/{{call_id}}"
     stored = caller.stored_id(session_id)
     called = await asyncio.to_thread(_called_before, state, stored, live.run_id)
-    mapper = AguiMapper(session_id, approvals_path=approvals, call_ids=called)
+    mapper = AguiMapper(
+        session_id, approvals_path=approvals, call_ids=called, trace_path=TRACE_PATH
+    )
 
     async def resolve(call_id: str) -> ToolResultMessage | None:
         messages = await asyncio.to_thread(state.store.load_messages, stored)
@@ -246,9 +264,27 @@ def _sse(events: Any) -> StreamingResponse:
 
 
 def _public(result: RunResult, session_id: str) -> dict[str, Any]:
+    """The `RunResult` JSON as the client sees it: its session id, the trace's URL."""
     data = result.to_dict()
     data["session_id"] = session_id
+    data["trace"] = TRACE_PATH.format(run_id=result.run_id) if result.trace is not None else None
+    data["messages"] = [_public_message(m) for m in data["messages"]]
     return data
+
+
+def _public_message(message: dict[str, Any]) -> dict[str, Any]:
+    """A message as JSON, its model named without a file path or server URL."""
+    model = message.get("model")
+    return {**message, "model": public_model(model)} if isinstance(model, str) else message
+
+
+def _public_event(event: Any) -> Any:
+    """A trace event as a client reads it: models named as in `_public_message`."""
+    if not isinstance(event, dict):
+        return event
+    out = _public_message(event)
+    inner = out.get("message")
+    return {**out, "message": _public_message(inner)} if isinstance(inner, dict) else out
 
 
 def _called_before(state: ServerState, session_id: str, run_id: str | None) -> set[str]:

@@ -8,6 +8,10 @@
 against every entry (digests, so lengths leak nothing) and never logged. The cookie holds
 the tenant and an expiry, signed with a key made when the server starts: it never holds
 the token, and a restart ends every browser session.
+
+A browser sends the cookie with any request to this server, whichever page made it, so a
+`/v1` request that changes state and carries no bearer header must come from this server's
+own pages (`Sec-Fetch-Site`, else `Origin`): 403 `cross_site` otherwise.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Annotated
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import RedirectResponse
@@ -89,6 +93,32 @@ class Authenticator:
         return self.from_cookie(cookie) if cookie else None
 
 
+_OWN_PAGES = frozenset({"same-origin", "none"})
+"""`Sec-Fetch-Site` values of a request sent from this server's own page (or typed)."""
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+CROSS_SITE = "cross_site"
+"""The 403's code for a request another site's page sent with the browser's credentials."""
+
+
+def _bearer(request: Request) -> bool:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and bool(token.strip())
+
+
+def _own_page(request: Request) -> bool:
+    """Whether `request` comes from this server's own page, as far as the browser says:
+    `Sec-Fetch-Site`, else the `Origin`'s host against `Host` (a client that sends
+    neither, curl or a program, is no other site's page)."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site in _OWN_PAGES
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    host = request.headers.get("host", "")
+    return bool(host) and urlsplit(origin).netloc.lower() == host.lower()
+
+
 def authenticator(request: Request) -> Authenticator:
     auth = request.app.state.auth
     assert isinstance(auth, Authenticator)
@@ -96,7 +126,9 @@ def authenticator(request: Request) -> Authenticator:
 
 
 def principal(request: Request) -> Principal:
-    """The dependency of protected routes: the caller, or 401."""
+    """The dependency of protected routes: the caller, or 401; 403 for a request that
+    changes state on the strength of the cookie (or of no credential, on an open server)
+    sent from another site's page."""
     found = authenticator(request).principal_of(request)
     if found is None:
         raise ApiError(
@@ -104,15 +136,22 @@ def principal(request: Request) -> Principal:
             "a valid `Authorization: Bearer TOKEN` header (or a login cookie) is required",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    # A browser attaches the cookie to a request any page makes (SameSite=Strict still lets
+    # a page on another port of this host through: it is the same site), but never a
+    # bearer header: only the ambient credential needs the check.
+    if request.method not in _SAFE_METHODS and not _bearer(request) and not _own_page(request):
+        raise ApiError(
+            403,
+            "a request that changes state without a bearer header must come from this "
+            "server's own pages",
+            code=CROSS_SITE,
+        )
     return found
 
 
 Caller = Annotated[Principal, Depends(principal)]
 
 router = APIRouter(tags=["auth"])
-
-_OWN_PAGES = frozenset({"same-origin", "none"})
-"""`Sec-Fetch-Site` values of a login sent from this server's own page (or typed)."""
 
 
 @router.post(
@@ -125,8 +164,8 @@ async def login(request: Request) -> Response:
     # Another site's page must not log a browser in (as the other site's tenant, whose
     # sessions the person would then read and approve as their own). Browsers say where
     # a request comes from; the strict cookie stops the rest of cross-site requests.
-    if request.headers.get("sec-fetch-site", "same-origin") not in _OWN_PAGES:
-        raise ApiError(403, "log in from this server's own login page")
+    if not _own_page(request):
+        raise ApiError(403, "log in from this server's own login page", code=CROSS_SITE)
     try:
         form = parse_qs((await request.body()).decode("utf-8", "replace"), max_num_fields=8)
     except ValueError:  # more fields than a login form has

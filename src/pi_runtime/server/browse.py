@@ -23,6 +23,7 @@ from ..durable.views import run_view
 from ..messages import ToolResultMessage
 from .api import RunId, _trace_path
 from .auth import Caller, principal
+from .config import public_model
 from .errors import ApiError
 from .state import ServerState, server_state
 from .tenancy import ID_PATTERN, SEPARATOR, Principal
@@ -99,6 +100,9 @@ def _timeline_of(state: ServerState, run: RunRecord, caller: Principal) -> dict[
     }
     if unanswered:
         view = timeline(events, results=_stored_results(state, run.session_id, unanswered))
+    described = view.get("run")
+    if isinstance(described, dict) and isinstance(described.get("model"), str):
+        view["run"] = {**described, "model": public_model(described["model"])}  # no path
     runs = state.store.list_runs(run.session_id)
     pending = [
         a.pending.to_dict()

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 DEFAULT_MAX_BODY = 1_000_000
 MIN_TOKEN_CHARS = 16
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+_FILE_MODELS = frozenset({"scripted", "replay"})
+"""Spec prefixes whose rest is always a file's path (`scripted:PATH`, `replay:TRACE`)."""
+_AT_SERVER = re.compile(r"@https?://\S*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +147,28 @@ def served_agents(specs: list[str]) -> dict[str, AgentDefinition]:
             raise UserError(f"--agent {spec}: two agents are named {name!r}; use NAME=FILE")
         agents[name] = read_agent_file(file)
     return agents
+
+
+def public_model(name: str | None) -> str | None:
+    """A model's name as a client of the server sees it: no file path, no server URL.
+
+    `openai:gpt-4o`, `local` and `local:gemma-3-270m` are kept; `scripted:/srv/a/script.json`
+    is `scripted`, `local:/models/x.gguf` is `local`, and `MODEL@https://host/v1` (a model
+    on an OpenAI-compatible server) is `MODEL`: where the server keeps its files, and
+    which machines it reaches, are the operator's business.
+    """
+    if name is None:
+        return None
+    prefix, colon, rest = name.partition(":")
+    if not colon:
+        return name
+    if prefix == "text":  # the text protocol over another model
+        return f"text:{public_model(rest)}"
+    if prefix in _FILE_MODELS:
+        return prefix
+    if prefix == "local" and ("/" in rest or "\\" in rest or rest.endswith(".gguf")):
+        return prefix
+    return _AT_SERVER.sub("", name)
 
 
 def is_loopback(host: str) -> bool:

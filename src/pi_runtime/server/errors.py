@@ -24,6 +24,7 @@ log = logging.getLogger("pi_runtime.server")
 _CODES = {
     400: "bad_request",
     401: "unauthorized",
+    403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
     406: "not_acceptable",

@@ -3,14 +3,19 @@
 `ServerState` lives on `app.state.pi` (`server_state(request)` gets it): the store, the
 served agents, the live runs (`RunHub`) and the models shared by the agents it builds.
 Its `turn` and `decision` are the work `RunHub.start` runs detached from a request.
+
+An agent a turn cannot open or build is named to the client by its served name only; the
+reason, with its paths, goes to the server's log.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +36,8 @@ from .stream import EventSink, RunHub
 if TYPE_CHECKING:
     from ..loop.approvals import Decision
     from ..models import Model
+
+log = logging.getLogger("pi_runtime.server")
 
 
 @dataclass(slots=True)
@@ -57,6 +64,18 @@ class ServerState:
             )
         return definition
 
+    def served_name(self, recipe: AgentDefinition | Mapping[str, Any] | None) -> str | None:
+        """The name this server serves `recipe` (a session's stored agent) under; None if
+        it serves no such agent (the session was made elsewhere, or the file changed)."""
+        try:
+            wanted = recipe if isinstance(recipe, AgentDefinition) else stored_recipe(recipe)
+        except UserError:
+            return None
+        for name, definition in self.config.agents.items():
+            if definition is wanted or definition.same_agent(wanted):
+                return name
+        return None
+
     def build(self, definition: AgentDefinition, limits: dict[str, Any] | None = None) -> Agent:
         try:
             try:
@@ -69,8 +88,14 @@ class ServerState:
             except DefinitionError as exc:
                 raise agent_error(definition, exc) from None
         except UserError as exc:
+            name = self.served_name(definition)
+            log.error("agent %s cannot be built: %s", name or "(a session's own)", exc)
             raise ApiError(
-                503, f"the agent cannot be built here: {exc}", code="agent_unavailable"
+                503,
+                f"the agent {name!r} cannot be built here; the server's log says why"
+                if name is not None
+                else "the session's agent cannot be built here; the server's log says why",
+                code="agent_unavailable",
             ) from None
 
     async def turn(
@@ -88,7 +113,8 @@ class ServerState:
         try:
             _, recipe = await asyncio.to_thread(open_session, store, session_id, wanted)
         except UserError as exc:
-            raise ApiError(409, str(exc), code="agent_mismatch") from None
+            log.warning("session %s: %s", session_id, exc)
+            raise await asyncio.to_thread(self._refusal, session_id, agent) from None
         built = self.build(recipe)
         # the agent lives for this turn: its MCP sessions close with it
         done = await built.mcp.closing(
@@ -128,6 +154,27 @@ class ServerState:
             )
         except UserError as exc:
             raise ApiError(409, str(exc), code="decision_refused") from None
+
+    def _refusal(self, session_id: str, agent: str | None) -> ApiError:
+        """Why the session could not be opened with `agent`, by agent names only: it keeps
+        another agent (409), or the agent may not be stored (503)."""
+        session = self.store.get_session(session_id)
+        wanted = agent or self.config.default_agent
+        if session is None:  # not created: the agent may not be stored (see the log)
+            return ApiError(
+                503,
+                f"the agent {wanted!r} cannot run here; the server's log says why",
+                code="agent_unavailable",
+            )
+        kept = self.served_name(session.agent)
+        return ApiError(
+            409,
+            f"the session keeps its agent {kept!r}: start a new session to run {wanted!r}"
+            if kept is not None
+            else "the session keeps the agent it was made with (none served here): start a "
+            f"new session to run {wanted!r}",
+            code="agent_mismatch",
+        )
 
     def _limits(self, session_id: str, call_id: str) -> dict[str, Any]:
         """The limits the waiting call's request was given (its continuation keeps them)."""
