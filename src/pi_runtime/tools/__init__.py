@@ -1,6 +1,7 @@
 """Tools: `@tool` specs, the error classifier, the gate every call passes, and the one
 `execute` that runs a call inline or as a background job."""
 
+from ._leaving import forget_left_behind, left_behind
 from .approval import PendingApproval, check_edited, fingerprint
 from .classify import ErrorClass, classify
 from .execute import Attempt, Execution, backoff, call_key, execute, idempotency_key
@@ -35,7 +36,9 @@ __all__ = [
     "encode_text",
     "execute",
     "fingerprint",
+    "forget_left_behind",
     "idempotency_key",
+    "left_behind",
     "tool",
     "truncate_result",
 ]

@@ -4,7 +4,9 @@
 under its timeout, classifies what it raised and retries transient failures with
 `backoff` (never a timed-out call of a tool that is not idempotent: it may have taken
 effect). A sync tool runs in a daemon thread of its own, so a stuck one neither stalls
-the event loop nor holds a process that must exit.
+the event loop nor holds a process that must exit. An async tool that will not end when
+cancelled (it catches the cancellation and goes on) is, after a short grace, left behind
+in a task of its own: the run's clock and a tool's timeout hold against it too.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from ..messages import (
     tool_error_info,
 )
 from ._eager import start
+from ._leaving import Leaving
 from .classify import ErrorClass, classify
 from .spec import IDEMPOTENCY_PARAM, SESSION_PARAM, ToolSpec
 
@@ -164,7 +167,7 @@ async def _invoke(
     spec: ToolSpec, kwargs: dict[str, Any], convert: Callable[[Any], Any] | None
 ) -> Any:
     if spec.is_async:
-        value = await _timed(spec, spec.function(**kwargs))
+        value = await _timed(spec, spec.function(**kwargs), leave=True)
         return value if convert is None else convert(value)
     if convert is None:
         return await _timed(spec, in_daemon_thread(spec.function, **kwargs))
@@ -177,26 +180,34 @@ async def _invoke(
     return await _timed(spec, in_daemon_thread(converted))
 
 
-async def _timed(spec: ToolSpec, work: Coroutine[Any, Any, Any]) -> Any:
-    if spec.timeout_s is None:
-        return await work
+async def _timed(spec: ToolSpec, work: Coroutine[Any, Any, Any], *, leave: bool = False) -> Any:
+    """`work` under the tool's timeout; `leave`: an async tool's own coroutine, left behind
+    if it refuses a cancellation (see `_leaving`)."""
+    timeout = spec.timeout_s
+    if timeout is None:
+        if not leave:
+            return await work
+        done, rest = start(work)
+        return rest if done else await Leaving(rest)
     # awaited in the caller's task, not a task of its own: no task and no extra loop
     # passes per call; past the timeout the tool is cancelled all the same
     began = asyncio.get_running_loop().time()
     done, rest = start(work)
     if done:
         return rest  # it never waited: there was nowhere a timer could have stopped it
-    deadline = asyncio.timeout_at(began + spec.timeout_s)
+    if leave:
+        rest = Leaving(rest)
+    deadline = asyncio.timeout_at(began + timeout)
     try:
         async with deadline:
             value = await rest
     except TimeoutError:
         if not deadline.expired():
             raise  # the tool's own TimeoutError: the tool's failure, classified as such
-        raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s") from None
+        raise _Deadline(f"{spec.name!r} did not finish within {timeout:g}s") from None
     if deadline.expired():
         # the tool swallowed its cancellation and returned: it still ran past its time
-        raise _Deadline(f"{spec.name!r} did not finish within {spec.timeout_s:g}s")
+        raise _Deadline(f"{spec.name!r} did not finish within {timeout:g}s")
     return value
 
 
