@@ -13,7 +13,7 @@ from ._console import console, err_console, fail, literal, say, shown_arguments
 from ._stdout import json_stdout
 
 if TYPE_CHECKING:
-    from ..durable import CancelResult, Store
+    from ..durable import Store
 
 DEFAULT_DB = "sqlite:///.pi/pi.db"
 DB_ENV = "PI_DB"
@@ -119,6 +119,7 @@ def cancel(
 ) -> None:
     """Stop waiting: awaited calls get a `cancelled` result; nothing is delivered after."""
     from ..durable import NotFound, StoreError
+    from ..durable.views import cancel_view
 
     with json_stdout(as_json) as emit:
         store = open_db(db)
@@ -131,7 +132,7 @@ def cancel(
         finally:
             store.close()
         if as_json:
-            emit(json.dumps(_cancelled(session_id, done), ensure_ascii=False))
+            emit(json.dumps(cancel_view(session_id, done), ensure_ascii=False))
             return
     say(
         err_console(),
@@ -139,15 +140,3 @@ def cancel(
         f"{len(done.approvals_cancelled)} approval(s), "
         f"{len(done.runs_cancelled)} run(s), {len(done.jobs_cancelled)} queued job(s)",
     )
-
-
-def _cancelled(session_id: str, done: CancelResult) -> dict[str, object]:
-    """What `pi session cancel --json` prints of a cancellation."""
-    return {
-        "session_id": session_id,
-        "status": done.session.status,
-        "waits_cancelled": list(done.waits_cancelled),
-        "runs_cancelled": list(done.runs_cancelled),
-        "jobs_cancelled": list(done.jobs_cancelled),
-        "approvals_cancelled": list(done.approvals_cancelled),
-    }

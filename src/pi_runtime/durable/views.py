@@ -23,7 +23,7 @@ from typing import Any
 
 from ..messages import message_to_dict
 from .errors import NotFound
-from .records import ApprovalRecord, RunRecord
+from .records import ApprovalRecord, CancelResult, RunRecord
 from .store import Store
 
 
@@ -112,4 +112,16 @@ def run_view(run: RunRecord) -> dict[str, Any]:
         "output": result.get("output"),
         "error": result.get("error"),
         "escalation": result.get("escalation"),
+    }
+
+
+def cancel_view(session_id: str, done: CancelResult) -> dict[str, Any]:
+    """What a cancellation stopped (`pi session cancel --json`, the server's cancel)."""
+    return {
+        "session_id": session_id,
+        "status": done.session.status,
+        "waits_cancelled": list(done.waits_cancelled),
+        "runs_cancelled": list(done.runs_cancelled),
+        "jobs_cancelled": list(done.jobs_cancelled),
+        "approvals_cancelled": list(done.approvals_cancelled),
     }

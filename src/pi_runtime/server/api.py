@@ -29,7 +29,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..durable import NotFound, StoreError
-from ..durable.views import session_view
+from ..durable.views import cancel_view, session_view
 from ..exceptions import UserError
 from ..loop import RunResult
 from ..loop.call_ids import CallIds
@@ -150,6 +150,24 @@ async def approve(
         raise ApiError(422, str(exc)) from None
     live = state.hub.start(partial(state.decision, stored, decision))
     return await _answer(request, state, caller, session_id, live, decided=call_id)
+
+
+@router.post(
+    "/sessions/{session_id}/cancel",
+    summary="Stop a session: waits, approvals, runs and jobs (as `pi session cancel`)",
+    responses=_ERRORS,
+)
+async def cancel(session_id: SessionId, request: Request, caller: Caller) -> dict[str, Any]:
+    """Awaited calls and calls waiting for approval are answered `cancelled`, its runs
+    stop (one running here or in a worker ends `cancelled`), its jobs are cancelled, and
+    nothing is delivered to it afterwards. Cancelling a session that is done changes
+    nothing and says so with empty lists."""
+    state = server_state(request)
+    try:
+        done = await asyncio.to_thread(state.store.cancel_session, caller.stored_id(session_id))
+    except NotFound:
+        raise ApiError(404, f"no session {session_id!r}") from None
+    return cancel_view(session_id, done)
 
 
 @router.get(
