@@ -196,7 +196,8 @@ def test_cancel_stops_the_wait_and_a_late_result_is_ignored(
     assert cancelled.returncode == 0, cancelled.stderr
     assert json.loads(cancelled.stdout)["waits_cancelled"] == [call_id]
     before = store.load_messages("late")
-    store.complete_job(job_id, "slow-worker", {"status": "filled"})  # the late result
+    with pytest.raises(LeaseLost):  # the cancel ended the job: its worker writes nothing
+        store.complete_job(job_id, "slow-worker", {"status": "filled"})
 
     stats = work(store)
     assert dict(stats.deliveries) == {"ignored": 1} and not stats.runs
@@ -295,15 +296,20 @@ class CancelledBeforeLaunch:
         return self._store.enqueue_job(tool, arguments, **options)
 
 
-def test_a_run_cancelled_mid_way_starts_no_job_and_stores_nothing(
+def test_a_run_cancelled_mid_way_starts_no_job_and_stores_what_it_did(
     store: Store, tmp_path: Path
 ) -> None:
     recipe = one_order_session(store, "stop", tmp_path)
     cancelling: Any = CancelledBeforeLaunch(store)
-    with pytest.raises(LeaseLost):
-        start_turn(cancelling, "stop", recipe, "buy 5 ACME")
+    agent = recipe.build_agent(trace_dir=tmp_path / "traces")  # what it did is read back
+    turn = run_blocking(run_turn(cancelling, "stop", "buy 5 ACME", agent=agent, owner="cli"))
+    assert (turn.result.status, turn.result.stop_reason) == ("stopped", "cancelled")
     assert store.list_jobs("stop") == []  # no order will be placed for a cancelled session
-    assert store.load_messages("stop") == []
+    stored = [m.message for m in store.load_messages("stop")]
+    assert [m.role for m in stored] == ["user", "assistant", "tool"]  # the call, answered
+    answer = stored[-1]
+    assert isinstance(answer, ToolResultMessage) and answer.is_error
+    assert answer.error is not None and answer.error.kind == "cancelled"
     assert [(r.status, r.stop_reason) for r in store.list_runs("stop")] == [
         ("stopped", "cancelled")
     ]

@@ -192,7 +192,9 @@ def test_a_live_outbox_lease_is_not_reclaimable_and_an_expired_one_is(
 
 def test_a_cancelled_wait_ignores_late_events(store: Store) -> None:
     flow = start_awaiting(store)
-    store.claim_job("w")  # the job is running when the user gives up
+    store.claim_job("w")
+    # the job finished, its result not delivered yet, when the user gives up
+    store.complete_job(flow.jobs["call-0"], "w", "late")
     cancelled = store.cancel_session(flow.session_id)
     assert cancelled.waits_cancelled == ("call-0",)
     assert cancelled.session.status == "cancelled"
@@ -200,7 +202,6 @@ def test_a_cancelled_wait_ignores_late_events(store: Store) -> None:
     assert placeholder.is_error and placeholder.error is not None
     assert placeholder.error.kind == "cancelled"
     assert json.loads(placeholder.content)["kind"] == "cancelled"
-    store.complete_job(flow.jobs["call-0"], "w", "late")  # finishes anyway
     event = store.claim_outbox_event("d")
     assert event is not None and event.wait_status == "cancelled"
     delivery = store.deliver(event.id, answer(event))
@@ -227,7 +228,12 @@ def test_cancelling_stops_runs_and_jobs_not_yet_started(store: Store) -> None:
     assert store.load_messages(session.id) == []
     assert store.get_job(queued.id).status == "cancelled"  # type: ignore[union-attr]
     assert store.claim_job("w") is None
-    # The conversation stays usable: a new user run may start.
+    # Its holder may store what it did, as cancelled; meanwhile no new run starts ...
+    with pytest.raises(Conflict):
+        store.create_run(session.id)
+    store.finish_cancelled_run(run.id, owner="runner", messages=[UserMessage(content="hi")])
+    assert [m.message.role for m in store.load_messages(session.id)] == ["user"]
+    # ... and then the conversation stays usable: a new user run may start.
     assert store.create_run(session.id).status == "queued"
 
 
@@ -343,7 +349,8 @@ def test_cancelling_after_some_results_arrived_queues_no_continuation(store: Sto
     assert store.deliver(first.id, answer(first)).continuation is None  # call-1 still out
     assert store.claim_job("w") is not None  # call-1's job is running when the user gives up
     assert store.cancel_session(flow.session_id).waits_cancelled == ("call-1",)
-    store.complete_job(flow.jobs["call-1"], "w", "late")
+    with pytest.raises(LeaseLost):  # the cancel ended it: its worker writes nothing
+        store.complete_job(flow.jobs["call-1"], "w", "late")
     late = store.claim_outbox_event("d")
     assert late is not None
     assert (store.deliver(late.id, answer(late)).outcome, late.tool_call_id) == (

@@ -117,19 +117,22 @@ def test_a_job_of_no_tool_call_has_no_message_and_ends_without_delivery(store: S
     assert done.delivery is None and done.job.status == "succeeded"
 
 
-def test_a_job_ending_after_its_wait_was_cancelled_is_ignored(store: Store) -> None:
+def test_a_running_job_of_a_cancelled_session_cannot_end_and_its_event_is_ignored(
+    store: Store,
+) -> None:
     flow = start_awaiting(store)
     job_id = _claimed(store)
     job = store.get_job(job_id)
     assert job is not None
-    store.cancel_session(flow.session_id)  # the call is answered `cancelled`
+    store.cancel_session(flow.session_id)  # the call is answered `cancelled`, the job ends
     ending = JobEnding(status="succeeded", result=1)
-    done = store.finish_job(job_id, "w", ending, message=ending_message(job, ending), take=True)
-    assert done.delivery is not None and done.delivery.outcome == "ignored"
-    assert done.delivery.continuation is None
-    assert store.claim_outbox_event("other") is None  # written as done with: never delivered
-    again = store.deliver(done.delivery.event_id, ending_message(job, ending))
-    assert again.outcome == "duplicate"
+    with pytest.raises(LeaseLost):
+        store.finish_job(job_id, "w", ending, message=ending_message(job, ending), take=True)
+    assert store.get_job(job_id).status == "cancelled"  # type: ignore[union-attr]
+    event = store.claim_outbox_event("other")  # the cancelled job's own event
+    assert event is not None and event.wait_status == "cancelled"
+    assert store.deliver(event.id, ending_message(job, ending)).outcome == "ignored"
+    assert store.claim_outbox_event("other") is None
     (cancelled,) = tool_results(store, flow.session_id)
     assert cancelled.is_error and cancelled.error is not None
     assert cancelled.error.kind == "cancelled"

@@ -164,6 +164,13 @@ def test_a_released_job_is_taken_over_at_once_and_its_holder_fenced(
         store.release_job(job.id, "b")  # only the holder releases
     assert store.claim_job("b", lease_s=300) is None  # still held
     store.release_job(job.id, "a")
+    # a checkpoint of the cut-short attempt, landing late, cannot take the lease back
+    with pytest.raises(LeaseLost):
+        store.checkpoint_job(job.id, "a", {"day": 3}, lease_s=300)
+    with pytest.raises(LeaseLost):
+        store.renew_job_lease(job.id, "a", lease_s=300)
+    given_back = store.get_job(job.id)
+    assert given_back is not None and given_back.lease_owner is None
     taken = store.claim_work("b", lease_s=300)  # no wait for the lease to run out
     assert isinstance(taken, JobRecord) and taken.lease_owner == "b" and taken.attempts == 2
     with pytest.raises(LeaseLost):
@@ -178,6 +185,8 @@ def test_a_released_run_is_taken_over_at_once_and_its_holder_fenced(store: Store
         store.release_run(run.id, "b")
     assert store.claim_run("b", lease_s=300) is None
     store.release_run(run.id, "a")
+    with pytest.raises(LeaseLost):  # a renewal of the cut-short run, landing late
+        store.renew_run_lease(run.id, "a", lease_s=300)
     taken = store.claim_work("b", lease_s=300)
     assert isinstance(taken, RunRecord) and taken.id == run.id and taken.lease_owner == "b"
     with pytest.raises(LeaseLost):

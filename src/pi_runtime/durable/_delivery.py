@@ -243,7 +243,9 @@ def _continue(
 def cancel_session(tx: Tx, session_id: str) -> CancelResult:
     """Stop waiting: pending waits and approvals are cancelled and each awaited call is
     answered with a `cancelled` error (the conversation stays well-formed, and no later
-    result can land); queued and running runs stop; jobs not yet started are cancelled."""
+    result can land); queued, running and awaiting runs stop (a running run's holder is
+    told at once, and stores what it did); unfinished jobs are cancelled (a worker running
+    one is told at once)."""
     tx.lock_session(session_id)
     pending = [w for w in _waits.list_waits(tx, session_id) if w.status == "pending"]
     answers = []
@@ -254,7 +256,7 @@ def cancel_session(tx: Tx, session_id: str) -> CancelResult:
     undecided = _approvals.cancel_pending(tx, session_id)
     _sessions.append_messages(tx, session_id, [*answers, *undecided])
     runs = _runs.cancel_runs(tx, session_id)
-    jobs = _jobs.cancel_queued(tx, session_id)
+    jobs = _jobs.cancel_unfinished(tx, session_id)
     tx.set_session_status(session_id, "cancelled")
     session = _sessions.get_session(tx, session_id)
     assert session is not None

@@ -19,6 +19,7 @@ from . import _rows
 from . import schema as t
 from ._leasing import claim_of, claim_under_lease, queued_or_expired
 from ._stmts import NOW, key
+from ._stops import job_key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import JOB_TERMINAL, JobEnding, JobRecord
@@ -202,12 +203,14 @@ def renew_lease(
 
 def release(tx: Tx, job_id: str, owner: str) -> JobRecord:
     """Give a held job back at once (its attempt was cut short): the next claim takes it
-    over as it would after the lease ran out."""
+    over as it would after the lease ran out. The owner is cleared too: a write of the
+    cut-short attempt still in flight (a checkpoint begun before this) is fenced out,
+    rather than renewing the lease it gave back."""
     held(tx, job_id, owner)
     tx.conn.execute(
         t.jobs.update()
         .where(t.jobs.c.id == job_id)
-        .values(lease_expires_at=tx.now, updated_at=tx.now)
+        .values(lease_owner=None, lease_expires_at=tx.now, updated_at=tx.now)
     )
     tx.notify()
     return _require(tx, job_id)
@@ -222,6 +225,14 @@ def cancel(tx: Tx, job_id: str, message: str) -> JobRecord:
     if row.status in JOB_TERMINAL:
         return _rows.job(row)
     error = {"kind": ToolErrorKind.CANCELLED.value, "message": message, "hint": ""}
+    return _cancel(tx, row, error)
+
+
+def _cancel(tx: Tx, row: Row[Any], error: dict[str, Any]) -> JobRecord:
+    """End the unfinished job `row` (locked) as cancelled; its worker, if one runs it, is
+    told at once (`Tx.stop`)."""
+    if row.status == "running":
+        tx.stop(job_key(row.id))
     return finish(tx, row, "cancelled", error=error).job
 
 
@@ -337,12 +348,19 @@ def ensure_event(tx: Tx, job: Row[Any]) -> None:
     tx.notify()  # awaited now: claimable
 
 
-def cancel_queued(tx: Tx, session_id: str) -> list[str]:
-    """Cancel the session's jobs no worker has started (running ones finish; their results
-    are then ignored)."""
+def cancel_unfinished(tx: Tx, session_id: str) -> list[str]:
+    """Cancel the session's jobs that have not finished: queued ones, and running ones,
+    whose workers are told at once and write nothing more (their results would be
+    ignored anyway).
+
+    The caller holds the session's lock; a job's lock is waited for (its other holders,
+    a claim or a renewal, never wait for a session lock), so a job being claimed right
+    now is cancelled once its claim commits, not passed over."""
     rows = tx.conn.execute(
-        tx.skip_locked(
-            select(t.jobs).where(t.jobs.c.session_id == session_id, t.jobs.c.status == "queued")
+        tx.lock(
+            select(t.jobs).where(
+                t.jobs.c.session_id == session_id, t.jobs.c.status.in_(("queued", "running"))
+            )
         )
     ).all()
     error = {
@@ -350,6 +368,4 @@ def cancel_queued(tx: Tx, session_id: str) -> list[str]:
         "message": "the session was cancelled",
         "hint": "",
     }
-    for row in rows:
-        finish(tx, row, "cancelled", error=error)
-    return [row.id for row in rows]
+    return [_cancel(tx, row, error).id for row in rows]

@@ -14,6 +14,7 @@ from . import _approvals, _jobs, _rows, _sessions, _waits
 from . import schema as t
 from ._leasing import claim_of, claim_under_lease, queued_or_expired
 from ._stmts import NOW, key
+from ._stops import run_key
 from ._tx import Tx, check_id, check_json, check_lease, new_id
 from .errors import Conflict, LeaseLost, NotFound
 from .records import (
@@ -103,6 +104,11 @@ def create_run(
     session = tx.lock_session(session_id)
     if session.status not in SESSION_READY:
         raise Conflict(f"session {session_id!r} is {session.status}; it cannot take a new run now")
+    if session.status == "cancelled" and (stopping := winding_up(tx, session_id)) is not None:
+        raise StillStoring(
+            f"session {session_id!r} was cancelled, and its run {stopping!r} is still "
+            "storing what it did; try again in a moment"
+        )
     run_id = new_id("run")
     running = owner is not None
     tx.conn.execute(
@@ -187,9 +193,14 @@ def renew_run_lease(tx: Tx, run_id: str, owner: str, lease_s: float) -> RunRecor
 
 def release_run(tx: Tx, run_id: str, owner: str) -> RunRecord:
     """Give a held run back at once (it was cut short): the next claim takes it over as
-    it would after the lease ran out."""
+    it would after the lease ran out. The owner is cleared too, so a write of the
+    cut-short run still in flight is fenced out rather than renewing the lease."""
     _held(tx, run_id, owner)
-    tx.conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(lease_expires_at=tx.now))
+    tx.conn.execute(
+        t.runs.update()
+        .where(t.runs.c.id == run_id)
+        .values(lease_owner=None, lease_expires_at=tx.now)
+    )
     tx.notify()
     return _require_run(tx, run_id)
 
@@ -310,16 +321,80 @@ def queue_continuation(
 
 
 def cancel_runs(tx: Tx, session_id: str) -> list[str]:
-    """Stop the session's queued and running runs (the caller holds the session lock);
-    a running run's holder then loses its lease and writes nothing."""
-    ids = [
-        row.id
-        for row in tx.conn.execute(
-            select(t.runs.c.id).where(
-                t.runs.c.session_id == session_id, t.runs.c.status.in_(("queued", "running"))
-            )
+    """Stop the session's queued, running and awaiting runs (the caller holds the session
+    lock).
+
+    A running run whose holder's lease is live stays leased to it, stopped: the holder is
+    told at once (`Tx.stop`), cancels its work and stores what the run did, as cancelled
+    (`finish_cancelled_run`), while its lease lasts; no new run of the session starts
+    meanwhile (`create_run`). One whose lease ran out (its holder is presumed dead) just
+    stops, as does a queued one. An awaiting run keeps its result."""
+    rows = tx.conn.execute(
+        select(t.runs.c.id, t.runs.c.status, t.runs.c.lease_expires_at).where(
+            t.runs.c.session_id == session_id,
+            t.runs.c.status.in_(("queued", "running", "awaiting")),
         )
-    ]
-    for run_id in ids:
-        _end(tx, run_id, "stopped", "cancelled", None)
-    return ids
+    ).all()
+    for row in rows:
+        if row.status == "awaiting":
+            tx.change(t.runs, {"id": row.id}, status="stopped", stop_reason="cancelled")
+        elif row.status == "running" and row.lease_expires_at >= tx.now:
+            tx.change(
+                t.runs, {"id": row.id}, status="stopped", stop_reason="cancelled",
+                finished_at=tx.now,
+            )  # fmt: skip
+            tx.stop(run_key(row.id))
+        else:
+            _end(tx, row.id, "stopped", "cancelled", None)
+    return [row.id for row in rows]
+
+
+class StillStoring(Conflict):
+    """A new run was refused: a run a cancel stopped is still storing what it did."""
+
+
+def winding_up(tx: Tx, session_id: str) -> str | None:
+    """The run of the session a cancel stopped whose holder may still store what it did
+    (under a live lease), if any."""
+    return tx.conn.execute(
+        select(t.runs.c.id)
+        .where(
+            t.runs.c.session_id == session_id,
+            t.runs.c.status == "stopped",
+            t.runs.c.lease_owner.is_not(None),
+            t.runs.c.lease_expires_at >= tx.now,
+        )
+        .limit(1)
+    ).scalar_one_or_none()
+
+
+def finish_cancelled_run(
+    tx: Tx,
+    run_id: str,
+    *,
+    owner: str,
+    result: dict[str, Any] | None,
+    messages: Sequence[Message],
+) -> FinishedRun:
+    """Store what a run stopped by a cancel did: its new messages (every call answered)
+    and its result. Only its holder at the cancel may, once, while its lease lasts
+    (LeaseLost otherwise: a run taken over, or one whose holder was presumed dead, stores
+    nothing). The session keeps its status; the run stays `stopped` / `cancelled`."""
+    if result is not None:
+        check_json("run result", result)
+    session = tx.lock_session_of(t.runs, run_id)
+    if session is None:
+        raise NotFound(f"no run {run_id!r}")
+    run = _require_run(tx, run_id)
+    if (
+        run.status != "stopped"
+        or run.stop_reason != "cancelled"
+        or run.lease_owner != owner
+        or run.lease_expires_at is None
+        or run.lease_expires_at < tx.now
+    ):
+        raise LeaseLost(f"run {run_id!r} is not held by {owner!r} (it is {run.status})")
+    _sessions.append_messages(tx, run.session_id, messages, run_id=run_id, locked=session)
+    tx.change(t.runs, {"id": run_id}, result=result, lease_owner=None, lease_expires_at=None)
+    cancelled = _cancel_launched(tx, run.session_id, messages)
+    return FinishedRun(run=_require_run(tx, run_id), continuation=None, jobs_cancelled=cancelled)

@@ -7,15 +7,17 @@ The backends differ only in how a transaction begins and whether rows are locked
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import ClassVar, Self, TypeVar
 
-from sqlalchemy import Connection, Engine, text
+from sqlalchemy import Connection, Engine, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 
+from . import schema as t
 from ._engine import Target, reason
-from ._tx import Tx
+from ._stops import Listener, Stops
+from ._tx import STOP_CHANNEL, Tx
 from ._watch import PgWatch, Watch
 from .errors import Conflict, StoreError, StoreUnavailable
 from .migrations import applied_migrations, migrate
@@ -43,6 +45,7 @@ class SqlBase:
         self._target = target
         self._clock = clock or utc_now
         self.url = target.shown
+        self._stops: Stops | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r})"
@@ -54,6 +57,8 @@ class SqlBase:
         self.close()
 
     def close(self) -> None:
+        if self._stops is not None:
+            self._stops.close()
         self._engine.dispose()
 
     def _begin(self, conn: Connection, *, read: bool) -> None:
@@ -70,10 +75,13 @@ class SqlBase:
             try:
                 with self._engine.connect() as conn, conn.begin() as tx:
                     self._begin(conn, read=read)
-                    done = op(Tx(conn, self._clock(), self.row_locks))
+                    state = Tx(conn, self._clock(), self.row_locks)
+                    done = op(state)
                     committing = True
                     tx.commit()
-                    return done
+                if state.stopped and self._stops is not None:
+                    self._stops.heard(state.stopped)  # this process's holders, at once
+                return done
             except IntegrityError as exc:
                 raise Conflict(
                     f"the write conflicts with stored data: {reason(exc, self._target)}"
@@ -105,3 +113,36 @@ class SqlBase:
 
     def watch(self) -> Watch | None:
         return PgWatch(self._engine, self._target) if self.row_locks else None
+
+    def stops(self) -> Stops:
+        """This store's `Stops`, made on first use (one per store and process)."""
+        if self._stops is None:
+            listen = self._listen_for_stops if self.row_locks else None
+            self._stops = Stops(self._cancelled_among, listen)
+        return self._stops
+
+    def _listen_for_stops(self) -> Listener:
+        return PgWatch(self._engine, self._target, STOP_CHANNEL)
+
+    def _cancelled_among(self, keys: Sequence[str]) -> list[str]:
+        """Which of `keys` name a run or a job that was cancelled."""
+        runs = [k[4:] for k in keys if k.startswith("run:")]
+        jobs = [k[4:] for k in keys if k.startswith("job:")]
+
+        def op(tx: Tx) -> list[str]:
+            found: list[str] = []
+            if runs:
+                stmt = select(t.runs.c.id).where(
+                    t.runs.c.id.in_(runs),
+                    t.runs.c.status == "stopped",
+                    t.runs.c.stop_reason == "cancelled",
+                )
+                found += [f"run:{row.id}" for row in tx.conn.execute(stmt)]
+            if jobs:
+                stmt = select(t.jobs.c.id).where(
+                    t.jobs.c.id.in_(jobs), t.jobs.c.status == "cancelled"
+                )
+                found += [f"job:{row.id}" for row in tx.conn.execute(stmt)]
+            return found
+
+        return self._do(op, read=True)

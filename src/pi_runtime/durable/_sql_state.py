@@ -124,6 +124,20 @@ class RunsSql(SqlBase):
             )
         )
 
+    def finish_cancelled_run(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        result: dict[str, Any] | None = None,
+        messages: Sequence[Message] = (),
+    ) -> FinishedRun:
+        return self._do(
+            lambda tx: _runs.finish_cancelled_run(
+                tx, run_id, owner=owner, result=result, messages=messages
+            )
+        )
+
     def get_run(self, run_id: str) -> RunRecord | None:
         return self._do(lambda tx: _runs.get_run(tx, run_id), read=True)
 

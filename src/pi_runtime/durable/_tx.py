@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -28,8 +28,10 @@ from .errors import NotFound
 S = TypeVar("S", bound=Select[Any])
 
 WORK_CHANNEL = "pi_work"  # PostgreSQL NOTIFY channel: work may be claimable
+STOP_CHANNEL = "pi_stop"  # ... and: a held run or job was cancelled (payload: its key)
 
 _NOTIFY = text(f"NOTIFY {WORK_CHANNEL}")
+_NOTIFY_STOP = text(f"SELECT pg_notify('{STOP_CHANNEL}', :key)")
 _SET_STATUS = (
     t.sessions.update()
     .where(t.sessions.c.id == bindparam(key("id")))
@@ -45,11 +47,14 @@ class Tx:
         now: the operation's single timestamp (the store's clock, read once).
         row_locks: the backend takes row locks (`FOR UPDATE`); False on SQLite, where
             the transaction itself is exclusive.
+        stopped: the keys (`_stops.run_key`, `job_key`) of held work this transaction
+            cancelled, told to their holders once it commits.
     """
 
     conn: Connection
     now: datetime
     row_locks: bool
+    stopped: list[str] = field(default_factory=list)
 
     # FOR NO KEY UPDATE: keys never change, so inserts whose foreign keys point at a
     # locked row (a job enqueued into a locked session) need not wait for it.
@@ -105,6 +110,13 @@ class Tx:
         SQLite workers poll)."""
         if self.row_locks:
             self.conn.execute(_NOTIFY)
+
+    def stop(self, key: str) -> None:
+        """Tell the holder of the work `key` names, at commit, that it was cancelled
+        (`_stops`): NOTIFY on PostgreSQL, and this process's holders directly."""
+        self.stopped.append(key)
+        if self.row_locks:
+            self.conn.execute(_NOTIFY_STOP, {"key": key})
 
     def set_session_status(self, session_id: str, status: str, **also: Any) -> None:
         """Change a session's status (the caller holds its lock); bumps its version.

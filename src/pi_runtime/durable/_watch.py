@@ -29,11 +29,13 @@ class Watch(Protocol):
 
 
 class PgWatch:
-    """`LISTEN pi_work` on a connection of its own (reopened after a failure)."""
+    """`LISTEN pi_work` (or `channel`) on a connection of its own (reopened after a
+    failure)."""
 
-    def __init__(self, engine: Engine, target: Target) -> None:
+    def __init__(self, engine: Engine, target: Target, channel: str = WORK_CHANNEL) -> None:
         self._engine = engine
         self._target = target
+        self._channel = channel
         self._conn: Any = None
 
     def _connect(self) -> Any:
@@ -41,22 +43,29 @@ class PgWatch:
 
         args, kwargs = self._engine.dialect.create_connect_args(self._engine.url)
         conn = psycopg.connect(*args, **kwargs, autocommit=True)
-        conn.execute(f"LISTEN {WORK_CHANNEL}")
+        conn.execute(f"LISTEN {self._channel}")
         return conn
 
     def wait(self, timeout_s: float) -> bool:
+        return bool(self.notices(timeout_s))
+
+    def notices(self, timeout_s: float) -> list[str]:
+        """The payloads of the notices that arrive first within `timeout_s` (at least
+        one, or none when the time is up)."""
         import psycopg
 
         try:
             if self._conn is None:
                 self._conn = self._connect()
-            for _ in self._conn.notifies(timeout=timeout_s, stop_after=1):
-                return True
-            return False
+            heard = [n.payload for n in self._conn.notifies(timeout=timeout_s, stop_after=1)]
+            if heard:  # the ones that came with it, without waiting again
+                heard += [n.payload for n in self._conn.notifies(timeout=0)]
+            return heard
         except psycopg.Error as exc:
             self.close()
             raise StoreUnavailable(
-                f"database {self._target.shown}: listening for work: {reason(exc, self._target)}"
+                f"database {self._target.shown}: listening on {self._channel}: "
+                f"{reason(exc, self._target)}"
             ) from exc
 
     def close(self) -> None:

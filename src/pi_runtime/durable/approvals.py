@@ -33,6 +33,7 @@ from ..loop.approvals import (
 from ..messages import Usage
 from ..observe import Event
 from ._lease import Heartbeat
+from ._stops import job_key
 from .errors import Conflict, LeaseLost, NotFound
 from .recipe import DEFAULT_JOB_ATTEMPTS, stored_recipe
 from .records import ApprovalRecord, Decided
@@ -111,7 +112,7 @@ async def decide(
             )
     except (NotFound, Conflict) as exc:  # decided meanwhile by someone else
         raise UserError(str(exc)) from None
-    run = decided.continuation
+    run = decided.continuation if decided is not None else None
     if run is None or run.lease_owner != owner:
         return await asyncio.to_thread(_now, store, approval, checked.event)
     inputs = await asyncio.to_thread(store.turn_inputs, run)
@@ -169,9 +170,10 @@ async def _approve(
     agent: Agent,
     owner: str,
     lease_s: float,
-) -> Decided:
+) -> Decided | None:
     """Claim the decision (the call becomes a job held by `owner`), run the call under
-    that lease, and settle its result."""
+    that lease, and settle its result; None if the session was cancelled while the call
+    ran (it was stopped at once; its job ended cancelled)."""
     spec = await tool_of(agent, approval.tool)
     assert spec is not None  # check_decision found it
     session_id, call_id = approval.session_id, approval.tool_call_id
@@ -194,10 +196,14 @@ async def _approve(
     def renew() -> None:
         store.renew_job_lease(job_id, owner, lease_s=lease_s)
 
-    async with Heartbeat(renew, lease_s, on_lost=task.cancel) as beat:
+    async with Heartbeat(
+        renew, lease_s, on_lost=task.cancel, stops=store.stops(), key=job_key(job_id)
+    ) as beat:
         try:
             message = await task
         except asyncio.CancelledError:
+            if beat.stopped:  # the session was cancelled while the call ran
+                return None
             if beat.lost:
                 raise LeaseLost(
                     f"call {call_id!r}: its job {job_id!r} was taken over by a worker, which "

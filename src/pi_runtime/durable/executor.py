@@ -24,6 +24,7 @@ from ..tools import Execution, ToolSpec, call_key, execute
 from ..tools.arguments import rejection
 from ..tools.result_text import encode_tool_result
 from ._lease import Heartbeat
+from ._stops import job_key
 from .errors import LeaseLost, StoreError
 from .progress import JobCheckpoint, checkpoint_scope
 from .records import JobEnding, JobRecord
@@ -31,8 +32,9 @@ from .store import DEFAULT_LEASE_S, JobQueue
 
 log = logging.getLogger("pi_runtime.durable")
 
-JobOutcome = Literal["succeeded", "failed", "outcome_unknown", "lost"]
-"""How an attempt ended; `lost`: the lease went elsewhere and nothing was written."""
+JobOutcome = Literal["succeeded", "failed", "outcome_unknown", "lost", "cancelled"]
+"""How an attempt ended; `lost`: the lease went elsewhere and nothing was written;
+`cancelled`: the job was cancelled meanwhile (it ended so then) and the tool was stopped."""
 
 Finish = Callable[[JobEnding], object]
 """Writes how a held job ended, called in a thread: `complete_job` or `fail_job` by
@@ -104,12 +106,15 @@ async def execute_job(
     def renew() -> None:
         store.renew_job_lease(job.id, owner, lease_s=lease_s)
 
-    async with Heartbeat(renew, lease_s, on_lost=task.cancel) as beat:
+    stops = store.stops() if hasattr(store, "stops") else None
+    async with Heartbeat(
+        renew, lease_s, on_lost=task.cancel, stops=stops, key=job_key(job.id)
+    ) as beat:
         try:
             done: Execution = await task
         except asyncio.CancelledError:
             if beat.lost:
-                return "lost"
+                return "cancelled" if beat.stopped else "lost"
             raise
         except StoreError as exc:  # a checkpoint could not be saved: stop this attempt
             log.warning("job %s: attempt abandoned: %s", job.id, exc)

@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..exceptions import UserError
-from ..loop import Agent, RunResult, RunStream
+from ..loop import Agent, RunResult
 from ..messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolErrorKind,
     ToolResultMessage,
+    Usage,
     redact,
     redact_url,
     tool_error_info,
@@ -35,12 +36,18 @@ from ..messages import (
 from ..observe import ApprovalGranted, ApprovalRejected, Event
 from ..tools import Launcher, ToolSpec, fingerprint
 from ._lease import Heartbeat
+from ._runs import StillStoring
+from ._stops import run_key
 from .errors import Conflict, LeaseLost
 from .recipe import DEFAULT_JOB_ATTEMPTS, Recipe, definition_here, stored_recipe
 from .records import ApprovalRecord, RunRecord, SessionRecord, TurnInputs, requested_runs
 from .store import DEFAULT_LEASE_S, JobQueue, RunStore, SessionStore, TurnStore
 
 EventSink = Callable[[Event], None]
+
+# How long a new turn waits for a run a cancel stopped to store what it did (its holder
+# heard the cancel at once; it runs out only if the holder died, with its lease).
+_STILL_STORING_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,6 +197,9 @@ async def run_turn(
     session's for this request, continuations included) are stored with the run, so a
     worker that takes the request over uses them too; `agent` must already apply them.
 
+    A session just cancelled while a run of it was running is waited for (up to 5 s)
+    until that run's holder has stored what it did.
+
     Raises:
         Conflict: the session is busy, or awaiting results of background jobs.
         LeaseLost: the lease was lost mid-run; nothing of the run was stored.
@@ -201,9 +211,18 @@ async def run_turn(
         given["tool_choice"] = tool_choice
     if limits:
         given["limits"] = dict(limits)
-    run = await asyncio.to_thread(
-        store.create_run, session_id, input=given, owner=owner, lease_s=lease_s
-    )
+    waited = 0.0
+    while True:
+        try:
+            run = await asyncio.to_thread(
+                store.create_run, session_id, input=given, owner=owner, lease_s=lease_s
+            )
+            break
+        except StillStoring:  # a cancelled run's holder stores what it did: soon over
+            if waited >= _STILL_STORING_WAIT_S:
+                raise
+            await asyncio.sleep(0.05)
+            waited += 0.05
     return await run_held(
         store,
         run,
@@ -256,17 +275,23 @@ async def run_held(
     }
     if prelude:  # a continuation (no prompt): `agent.run` opens its trace with them
         options["_prelude"] = prelude
+    cancelled: list[RunResult] = []  # what the run did, if a cancel stops it
+    options["_on_cancel"] = cancelled.append
     task = asyncio.create_task(_execute(agent, prompt, options, on_event))
 
     def renew() -> None:
         store.renew_run_lease(run.id, owner, lease_s=lease_s)
 
-    async with Heartbeat(renew, lease_s, on_lost=task.cancel) as beat:
+    stops = store.stops() if hasattr(store, "stops") else None
+    async with Heartbeat(
+        renew, lease_s, on_lost=task.cancel, stops=stops, key=run_key(run.id)
+    ) as beat:
         try:
             result = await task
         except asyncio.CancelledError:
-            if beat.lost:
-                raise LeaseLost(f"run {run.id!r}: the lease was lost mid-run") from None
+            if beat.lost:  # cancelled (else taken over: then `_wind_up` writes nothing)
+                ended = cancelled[0] if cancelled else None
+                return await _wind_up(store, run, owner, history, ended)
             raise
         except UserError as exc:  # the run could not start (e.g. nothing to continue)
             await asyncio.to_thread(
@@ -284,18 +309,72 @@ async def run_held(
             raise
     new = list(result.messages[len(history) :])
     new += _unanswered(result, new)
-    finished = await asyncio.to_thread(
-        store.finish_run,
-        run.id,
-        owner=owner,
-        status=result.status,
-        stop_reason=result.stop_reason,
-        result=summary(result),
-        messages=new,
-        waits=result.waits if result.status == "awaiting" else (),
-        approvals=result.pending_approvals if result.status == "awaiting" else (),
-    )
+    try:
+        finished = await asyncio.to_thread(
+            store.finish_run,
+            run.id,
+            owner=owner,
+            status=result.status,
+            stop_reason=result.stop_reason,
+            result=summary(result),
+            messages=new,
+            waits=result.waits if result.status == "awaiting" else (),
+            approvals=result.pending_approvals if result.status == "awaiting" else (),
+        )
+    except LeaseLost:  # cancelled as it ended (else taken over: nothing is written)
+        return await _wind_up(store, run, owner, history, result)
     return SessionTurn(run=finished.run, result=result, continuation=finished.continuation)
+
+
+async def _wind_up(
+    store: TurnStore,
+    run: RunRecord,
+    owner: str,
+    history: list[Message],
+    ended: RunResult | None,
+) -> SessionTurn:
+    """Store what a run a cancel stopped did, as its holder (`finish_cancelled_run`):
+    its new messages, every call it left unanswered answered `cancelled`, its result.
+    `ended`: the run's result (`Agent.run` hands it over as a cancel stops it); None
+    when the run never started, so that it did nothing.
+
+    Raises:
+        LeaseLost: the run was taken over, not cancelled (or its lease ran out first):
+            nothing was written.
+    """
+    if ended is None:
+        ended = _not_started(run, history)
+    error = ended.error if ended.stop_reason == "cancelled" else None
+    result = replace(
+        ended, status="stopped", stop_reason="cancelled", error=error or "the run was cancelled"
+    )
+    new = list(result.messages[len(history) :])
+    new += _unanswered(result, new)
+    try:
+        finished = await asyncio.to_thread(
+            store.finish_cancelled_run, run.id, owner=owner, result=summary(result), messages=new
+        )
+    except LeaseLost:
+        raise LeaseLost(f"run {run.id!r}: the lease was lost mid-run") from None
+    result = replace(result, messages=(*history, *new))
+    return SessionTurn(run=finished.run, result=result, continuation=None)
+
+
+def _not_started(run: RunRecord, history: list[Message]) -> RunResult:
+    """The result of a run a cancel stopped before it began."""
+    return RunResult(
+        status="stopped",
+        stop_reason="cancelled",
+        output=None,
+        steps=0,
+        usage=Usage(cost_usd=None),
+        metrics={},
+        messages=tuple(history),
+        trace=None,
+        run_id=run.id,
+        session_id=run.session_id,
+        error="the session was cancelled before the run began",
+    )
 
 
 def decisions_from(approvals: list[ApprovalRecord]) -> tuple[Event, ...]:
@@ -332,12 +411,29 @@ async def _execute(
     if on_event is None:
         return await agent.run(prompt, **options)
     # a continuation streams too (`pi serve` relays an approval's continued run); the
-    # options carry its `_prelude`, which `run_stream`'s signature does not take
-    stream = RunStream(agent, prompt, options)
-    async for event in stream:
-        on_event(event)
-    assert stream.result is not None
-    return stream.result
+    # options carry its `_prelude`, which `run_stream`'s signature does not take. As
+    # `RunStream`, except that a cancel returns only once the run has ended (and handed
+    # over what it did, for `_wind_up` to keep).
+    queue: asyncio.Queue[Event] = asyncio.Queue()
+    running = asyncio.create_task(agent.run(prompt, _live=queue, **options))
+    try:
+        while True:
+            getter = asyncio.ensure_future(queue.get())
+            try:
+                await asyncio.wait({getter, running}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not getter.done():
+                    getter.cancel()
+            if getter.done() and not getter.cancelled():
+                on_event(getter.result())
+            if running.done():
+                while not queue.empty():
+                    on_event(queue.get_nowait())
+                return running.result()
+    finally:
+        if not running.done():
+            running.cancel()
+            await asyncio.wait({running})
 
 
 def summary(result: RunResult) -> dict[str, Any]:

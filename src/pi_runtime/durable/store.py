@@ -19,6 +19,7 @@ from ..data.storage import DataStore
 from ..memory.facts import MemoryStore
 from ..messages import Message, ToolResultMessage
 from ..tools import PendingApproval
+from ._stops import Stops
 from ._watch import Watch
 from .records import (
     ApprovalRecord,
@@ -69,8 +70,11 @@ class SessionStore(Protocol):
 
     def cancel_session(self, session_id: str) -> CancelResult:
         """Stop waiting: pending waits are cancelled (each awaited call answered with a
-        `cancelled` error), queued and running runs stop, unstarted jobs are cancelled.
-        Nothing is delivered to those calls afterwards."""
+        `cancelled` error), queued, running and awaiting runs stop, unfinished jobs are
+        cancelled. Nothing is delivered to those calls afterwards. The holder of a
+        running run and the workers of running jobs are told at once: they start no
+        model call or tool run more, and the run's holder stores what it did
+        (`finish_cancelled_run`)."""
         ...
 
     def append_messages(
@@ -140,6 +144,25 @@ class RunStore(Protocol):
         `messages` (it answered them `cancelled`)."""
         ...
 
+    def finish_cancelled_run(
+        self,
+        run_id: str,
+        *,
+        owner: str,
+        result: dict[str, Any] | None = None,
+        messages: Sequence[Message] = (),
+    ) -> FinishedRun:
+        """Store what a run a cancel stopped did (its new messages, every call answered,
+        and its result), once, by its holder at the cancel while its lease lasts
+        (LeaseLost otherwise). The run stays `stopped` / `cancelled`; the session keeps
+        its status."""
+        ...
+
+    def stops(self) -> Stops | None:
+        """Who tells this process's holders of runs and jobs, at once, that theirs was
+        cancelled (None: nobody; they learn it at their next lease renewal)."""
+        ...
+
     def get_run(self, run_id: str) -> RunRecord | None: ...
 
     def list_runs(self, session_id: str) -> list[RunRecord]: ...
@@ -193,8 +216,13 @@ class JobQueue(Protocol):
         ...
 
     def cancel_job(self, job_id: str) -> JobRecord:
-        """End a job that has not finished as `cancelled`; a worker running it loses its
-        lease and writes nothing more. A finished job is returned as it is."""
+        """End a job that has not finished as `cancelled`; a worker running it is told at
+        once (`stops`), stops it and writes nothing more. A finished job is returned as
+        it is."""
+        ...
+
+    def stops(self) -> Stops | None:
+        """As `RunStore.stops`."""
         ...
 
     def checkpoint_job(

@@ -6,7 +6,7 @@ import asyncio
 import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -311,6 +311,7 @@ class Agent(Decisions):
         request_elapsed_s: float = 0.0,
         _live: asyncio.Queue[Event] | None = None,
         _prelude: Sequence[Event] = (),
+        _on_cancel: Callable[[RunResult], None] | None = None,
     ) -> RunResult:
         """Run the agent on `prompt` until it answers or a guard stops it.
 
@@ -440,6 +441,8 @@ class Agent(Decisions):
                     **ids,
                 )
                 report(parent, ended)
+                if _on_cancel is not None:  # what it did, for a durable session to keep
+                    _on_cancel(ended)
                 raise
             except Exception as exc:  # a bug in Pi itself: still a well-formed ending
                 detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
