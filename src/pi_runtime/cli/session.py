@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
@@ -14,6 +15,8 @@ from ._stdout import json_stdout
 
 if TYPE_CHECKING:
     from ..durable import Store
+
+T = TypeVar("T")
 
 DEFAULT_DB = "sqlite:///.pi/pi.db"
 DB_ENV = "PI_DB"
@@ -47,6 +50,21 @@ def open_db(given: str | None) -> Store:
         fail(exc)
 
 
+def in_store(given: str | None, op: Callable[[Store], T]) -> T:
+    """`op` on the store, closed after; a session not there exits 2, a store failing 1."""
+    from ..durable import NotFound, StoreError
+
+    store = open_db(given)
+    try:
+        return op(store)
+    except NotFound as exc:
+        fail(exc)
+    except StoreError as exc:
+        fail(exc, 1)
+    finally:
+        store.close()
+
+
 @session_app.command("show")
 def show(
     session_id: Annotated[str, typer.Argument(help="The session's id.")],
@@ -57,19 +75,10 @@ def show(
     waiting for approval, and its runs."""
     from rich.table import Table
 
-    from ..durable import NotFound, StoreError
     from ..durable.views import session_view
 
     with json_stdout(as_json) as emit:
-        store = open_db(db)
-        try:
-            view = session_view(store, session_id)
-        except NotFound as exc:
-            fail(exc)
-        except StoreError as exc:
-            fail(exc, 1)
-        finally:
-            store.close()
+        view = in_store(db, lambda store: session_view(store, session_id))
         if as_json:
             emit(json.dumps(view, ensure_ascii=False))
             return
@@ -118,19 +127,10 @@ def cancel(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Stop waiting: awaited calls get a `cancelled` result; nothing is delivered after."""
-    from ..durable import NotFound, StoreError
     from ..durable.views import cancel_view
 
     with json_stdout(as_json) as emit:
-        store = open_db(db)
-        try:
-            done = store.cancel_session(session_id)
-        except NotFound as exc:
-            fail(exc)
-        except StoreError as exc:
-            fail(exc, 1)
-        finally:
-            store.close()
+        done = in_store(db, lambda store: store.cancel_session(session_id))
         if as_json:
             emit(json.dumps(cancel_view(session_id, done), ensure_ascii=False))
             return
