@@ -236,3 +236,26 @@ def test_a_login_from_another_sites_page_is_refused_as_cross_site(serve: Start) 
 
 def test_a_403_has_the_forbidden_code_by_default() -> None:
     assert ApiError(403, "not yours").code == "forbidden"
+
+
+def test_the_logged_reason_an_agent_cannot_be_built_is_redacted(
+    serve: Start, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pi_runtime import UserError
+    from pi_runtime.loop.definition import AgentDefinition
+
+    secret = "sk-proj-" + "Q" * 40
+
+    def broken(self: AgentDefinition, **options: Any) -> Any:
+        raise UserError(f"the provider refused the key {secret}")
+
+    server = serve()
+    monkeypatch.setattr(AgentDefinition, "build_agent", broken)
+    with (
+        httpx.Client(base_url=server.url, timeout=60) as client,
+        caplog.at_level(logging.ERROR, logger="pi_runtime.server"),
+    ):
+        failed = client.post("/v1/sessions/s8/runs", json={"message": "hi"})
+    assert failed.status_code == 503, failed.text
+    assert "the provider refused the key" in caplog.text
+    assert secret not in caplog.text and secret not in failed.text

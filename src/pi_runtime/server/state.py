@@ -29,6 +29,7 @@ from ..exceptions import UserError
 from ..loop import Agent, RunResult
 from ..loop.agentfile import agent_error
 from ..loop.definition import AgentDefinition, DefinitionError
+from ..messages import redact
 from .config import ServeConfig
 from .errors import ApiError
 from .stream import EventSink, RunHub
@@ -89,7 +90,8 @@ class ServerState:
                 raise agent_error(definition, exc) from None
         except UserError as exc:
             name = self.served_name(definition)
-            log.error("agent %s cannot be built: %s", name or "(a session's own)", exc)
+            why = redact(str(exc))  # a base URL or an echoed key never reaches the log
+            log.error("agent %s cannot be built: %s", name or "(a session's own)", why)
             raise ApiError(
                 503,
                 f"the agent {name!r} cannot be built here; the server's log says why"
@@ -113,7 +115,7 @@ class ServerState:
         try:
             _, recipe = await asyncio.to_thread(open_session, store, session_id, wanted)
         except UserError as exc:
-            log.warning("session %s: %s", session_id, exc)
+            log.warning("session %s: %s", session_id, redact(str(exc)))
             raise await asyncio.to_thread(self._refusal, session_id, agent) from None
         built = self.build(recipe)
         # the agent lives for this turn: its MCP sessions close with it
