@@ -106,7 +106,7 @@ async def execute_job(
     def renew() -> None:
         store.renew_job_lease(job.id, owner, lease_s=lease_s)
 
-    stops = store.stops() if hasattr(store, "stops") else None
+    stops = store.stops()
     async with Heartbeat(
         renew, lease_s, on_lost=task.cancel, stops=stops, key=job_key(job.id)
     ) as beat:

@@ -282,7 +282,7 @@ async def run_held(
     def renew() -> None:
         store.renew_run_lease(run.id, owner, lease_s=lease_s)
 
-    stops = store.stops() if hasattr(store, "stops") else None
+    stops = store.stops()
     async with Heartbeat(
         renew, lease_s, on_lost=task.cancel, stops=stops, key=run_key(run.id)
     ) as beat:
