@@ -417,6 +417,36 @@ def test_bad_usage_exits_2_with_message_on_stderr_only(workdir: Path, case: str)
     assert not (workdir / "traces").exists()  # misuse is caught before any run starts
 
 
+@pytest.mark.parametrize(
+    "case",
+    ["invalid tool choice", "module not importable", "missing script file", "max steps zero"],
+)
+def test_bad_usage_on_a_new_session_stores_nothing(workdir: Path, case: str) -> None:
+    """A new session keeps the agent it starts with: misuse must not store it, or the
+    fixed command is refused ("a session keeps its agent")."""
+    from pi_runtime.durable import open_store
+
+    good = write_script(workdir, COMPLETED_SCRIPT, "good.json")
+    args, _ = BAD_USAGE[case]
+    defaults = {"--model": f"scripted:{good}", "--tools": "mytools:TOOLS"}
+    db = f"sqlite:///{workdir / 'sessions.db'}"
+    fixed = [a for flag, value in defaults.items() for a in (flag, value)]
+    bad = [*args, *(a for flag, value in defaults.items() if flag not in args
+                     for a in (flag, value))]  # fmt: skip
+
+    proc = pi("run", PROMPT, *bad, "--session", "s1", "--db", db, "--json", cwd=workdir)
+
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    store = open_store(db)
+    try:
+        assert store.get_session("s1") is None
+    finally:
+        store.close()
+    proc = pi("run", PROMPT, *fixed, "--session", "s1", "--db", db, "--json", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["status"] == "completed"
+
+
 # --- human output ------------------------------------------------------------------------
 
 

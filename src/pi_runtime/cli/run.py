@@ -296,8 +296,16 @@ def _run_in_session(
     err = err_console()
     store = open_db(db)
     try:
-        _, recipe = open_session(store, session_id, definition, same_agent=named)
-        agent = _build(recipe, trace_dir=trace_dir, limits=limits, memory_store=store)
+        agent = None
+        if store.get_session(session_id) is None:
+            # A new session stores its agent for good: build it and check the request
+            # first, so a typo in --tools or --tool-choice stores nothing.
+            agent = _build(definition, trace_dir=trace_dir, limits=limits, memory_store=store)
+            if tool_choice is not None:
+                agent.validate_tool_choice(tool_choice)
+        session, recipe = open_session(store, session_id, definition, same_agent=named)
+        if agent is None or session.agent != definition.to_dict():  # (created meanwhile)
+            agent = _build(recipe, trace_dir=trace_dir, limits=limits, memory_store=store)
         on_event = None if as_json else _progress(err)
         owner = f"cli-{socket.gethostname()}-{os.getpid()}"
         # stdout must hold the RunResult alone: whatever tools print goes to stderr
