@@ -10,6 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+_UNBOUNDED = 10_000  # columns a table may take when it does not print to a terminal
+
 
 def print_table(result: dict[str, Any], console: Console, title: str) -> None:
     rows = result["rows"]
@@ -24,7 +26,16 @@ def print_table(result: dict[str, Any], console: Console, title: str) -> None:
         )
     for row in rows:
         table.add_row(*(str(row.get(c, "")) for c in columns))
-    console.print(table)
+    if console.is_terminal:
+        console.print(table)
+        return
+    # piped or logged: at its full width, not cut to 80 columns ("pos…", "0.…")
+    wide = console.options.update_width(_UNBOUNDED)
+    width, console.width = console.width, console.measure(table, options=wide).maximum
+    try:
+        console.print(table)
+    finally:
+        console.width = width
 
 
 def write_files(result: dict[str, Any], out: Path) -> list[Path]:
