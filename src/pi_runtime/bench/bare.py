@@ -1,10 +1,14 @@
 """The `bare` row of `pi bench jobs`: the simplest correct queue on the same database.
 
-A table of `jobs` rows; `workers` processes each loop "claim the oldest queued row and
-mark it done" — one statement, one transaction per job (`FOR UPDATE SKIP LOCKED` on
-PostgreSQL, `BEGIN IMMEDIATE` on SQLite) — until none is left. No leases, no outbox, no
-sessions: what the database itself allows. The durable rows are read against it
-(`ratio_to_bare`), so a slow or busy machine shows up in both.
+A table of `jobs` rows; `workers` processes each loop, until none is left, over the
+textbook `SKIP LOCKED` queue: in one transaction, select the oldest queued row `FOR
+UPDATE SKIP LOCKED` (`BEGIN IMMEDIATE` on SQLite), do its work (none here), mark it done,
+commit. A row is done only once its work is: a worker that dies mid-job rolls back, and
+the row is claimable again, the promise the durable rows keep too. (A single `UPDATE …
+RETURNING` that marks the row done as it claims it is faster, and at most once: a crash
+after it loses the job.) No leases, no outbox, no sessions: what the database itself
+allows. The durable rows are read against it (`ratio_to_bare`), so a slow or busy
+machine shows up in both.
 
 Workers connect first and say `ready`; timing starts when all are told `go` and ends
 at the last worker's last commit, so process start-up is not counted.
@@ -24,14 +28,9 @@ from typing import Any
 from ..exceptions import UserError
 
 _TABLE = "pi_bench_bare"
-_PG_CLAIM = (
-    f"UPDATE {_TABLE} SET status = 'done' WHERE id = (SELECT id FROM {_TABLE} "
-    "WHERE status = 'queued' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id"
-)
-_SQLITE_CLAIM = (
-    f"UPDATE {_TABLE} SET status = 'done' WHERE id = (SELECT id FROM {_TABLE} "
-    "WHERE status = 'queued' ORDER BY id LIMIT 1) RETURNING id"
-)
+_NEXT = f"SELECT id, payload FROM {_TABLE} WHERE status = 'queued' ORDER BY id LIMIT 1"
+_PG_CLAIM = f"{_NEXT} FOR UPDATE SKIP LOCKED"
+_DONE = f"UPDATE {_TABLE} SET status = 'done' WHERE id = {{}}"
 
 
 def measure_bare(backend: str, url: str, *, jobs: int, workers: int) -> dict[str, Any]:
@@ -127,7 +126,7 @@ def _pg(url: str) -> Any:
         password=parsed.password,
         dbname=parsed.database,
         options=parsed.query.get("options"),  # type: ignore[arg-type]
-        autocommit=True,
+        autocommit=True,  # transactions are explicit: `conn.transaction()`
     )
 
 
@@ -146,16 +145,24 @@ def main() -> None:
     claim: Callable[[], Any]
     if backend == "postgresql":
         conn = _pg(url)
+        done = _DONE.format("%s")
 
         def claim() -> Any:
-            return conn.execute(_PG_CLAIM).fetchone()
+            with conn.transaction():
+                row = conn.execute(_PG_CLAIM).fetchone()
+                if row is not None:  # (the job's work would be done here)
+                    conn.execute(done, (row[0],))
+            return row
 
     else:
         lite = _sqlite(url)
+        done = _DONE.format("?")
 
         def claim() -> Any:
             lite.execute("BEGIN IMMEDIATE")
-            row = lite.execute(_SQLITE_CLAIM).fetchone()
+            row = lite.execute(_NEXT).fetchone()
+            if row is not None:
+                lite.execute(done, (row[0],))
             lite.execute("COMMIT")
             return row
 
