@@ -477,8 +477,14 @@ def test_login_sets_an_http_only_strict_cookie_that_authorizes_v1(serve: Start) 
 
         elsewhere = client.post("/login", data={"token": TOKEN, "next": "//evil.example/"})
         assert elsewhere.headers["location"] == "/"
+        client.cookies.clear()
+        client.post("/login", data={"token": TOKEN})
+        kept = client.cookies["pi_session"]
+        assert client.get("/v1/agents").status_code == 200
         client.post("/logout")
         assert client.get("/v1/agents").status_code == 401
+    with httpx.Client(base_url=server.url, timeout=60, cookies={"pi_session": kept}) as copy:
+        assert copy.get("/v1/agents").status_code == 401  # logging out revoked the cookie
 
 
 def test_only_an_unreachable_store_is_answered_try_again() -> None:

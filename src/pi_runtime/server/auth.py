@@ -6,8 +6,11 @@
 `principal` is the dependency every protected route takes; it answers 401 (with
 `WWW-Authenticate: Bearer`) when neither is valid. Tokens are compared in constant time
 against every entry (digests, so lengths leak nothing) and never logged. The cookie holds
-the tenant and an expiry, signed with a key made when the server starts: it never holds
-the token, and a restart ends every browser session.
+the tenant, an expiry and a random id, signed with a key made when the server starts: it
+never holds the token, and a restart ends every browser session. `POST /logout` revokes
+the cookie it is sent with, so a copy kept elsewhere stops working too (the server
+remembers revoked ids until they would have expired anyway, up to `MAX_REVOKED`; past
+that it changes its key, which logs every browser out).
 
 A browser sends the cookie with any request to this server, whichever page made it, so a
 `/v1` request that changes state and carries no bearer header must come from this server's
@@ -34,6 +37,7 @@ from .tenancy import Principal
 
 COOKIE = "pi_session"
 COOKIE_TTL_S = 12 * 3600
+MAX_REVOKED = 65_536  # cookies remembered as logged out; past it the signing key changes
 _NO_TENANT = "-"  # a cookie's tenant field when tokens name none
 
 
@@ -43,6 +47,8 @@ class Authenticator:
 
     tokens: TokenTable | None
     key: bytes = field(default_factory=lambda: secrets.token_bytes(32), repr=False)
+    # the ids of cookies logged out, with when each expires (then it is forgotten)
+    revoked: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def open(self) -> bool:
@@ -61,23 +67,50 @@ class Authenticator:
     def cookie_for(self, principal: Principal, *, now: float | None = None) -> str:
         expires = int((time.time() if now is None else now) + COOKIE_TTL_S)
         tenant = principal.tenant if principal.tenant is not None else _NO_TENANT
-        body = f"{base64.urlsafe_b64encode(tenant.encode()).decode()}.{expires}"
+        encoded = base64.urlsafe_b64encode(tenant.encode()).decode()
+        body = f"{encoded}.{expires}.{secrets.token_hex(16)}"
         return f"{body}.{self._sign(body)}"
 
     def from_cookie(self, value: str, *, now: float | None = None) -> Principal | None:
+        opened = self._opened(value, now)
+        if opened is None or opened[1] in self.revoked:
+            return None
+        return opened[0]
+
+    def revoke(self, value: str, *, now: float | None = None) -> bool:
+        """Make the cookie `value` invalid from now on (False: it was not valid)."""
+        opened = self._opened(value, now)
+        if opened is None:
+            return False
+        clock = time.time() if now is None else now
+        for known, expires in list(self.revoked.items()):  # forget those expired anyway
+            if expires < clock:
+                del self.revoked[known]
+        if len(self.revoked) >= MAX_REVOKED:  # a new key: every browser logs in again
+            self.key = secrets.token_bytes(32)
+            self.revoked.clear()
+        else:
+            self.revoked[opened[1]] = opened[2]
+        return True
+
+    def _opened(self, value: str, now: float | None) -> tuple[Principal, str, int] | None:
+        """A valid, unexpired cookie's principal, id and expiry; None for anything else."""
         body, _, signature = value.rpartition(".")
         if not body or not hmac.compare_digest(
             signature.encode("utf-8", "replace"), self._sign(body).encode()
         ):
             return None
-        encoded, _, expires = body.partition(".")
+        parts = body.split(".")
+        if len(parts) != 3:
+            return None
+        encoded, expires, cookie_id = parts
         if not expires.isdigit() or int(expires) < (time.time() if now is None else now):
             return None
         try:
             tenant = base64.urlsafe_b64decode(encoded.encode()).decode()
         except ValueError:
             return None
-        return Principal(None if tenant == _NO_TENANT else tenant)
+        return Principal(None if tenant == _NO_TENANT else tenant), cookie_id, int(expires)
 
     def _sign(self, body: str) -> str:
         return hmac.new(self.key, body.encode(), hashlib.sha256).hexdigest()
@@ -189,8 +222,11 @@ async def login(request: Request) -> Response:
     return response
 
 
-@router.post("/logout", status_code=303, summary="Forget the browser's session cookie")
-async def logout() -> Response:
+@router.post("/logout", status_code=303, summary="End the browser's session: its cookie is revoked")
+async def logout(request: Request) -> Response:
+    cookie = request.cookies.get(COOKIE)
+    if cookie:
+        authenticator(request).revoke(cookie)
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response
