@@ -490,3 +490,28 @@ def test_a_database_made_before_approvals_gains_their_table(db_url: str) -> None
         assert store.list_approvals(store.create_session("old").id) == []
     finally:
         store.close()
+
+
+def test_a_continuation_that_cannot_start_still_reports_the_decision_recorded(
+    db_url: str, shop: Path, store: Store
+) -> None:
+    start(shop, db_url)
+    blocked = shop / "traces-here-is-a-file"
+    blocked.write_text("not a folder", encoding="utf-8")
+    session = store.get_session("s1")
+    assert session is not None
+    agent = Recipe.from_dict(session.agent or {}).build_agent(trace_dir=blocked)
+
+    result = agent.approve_sync(StoredSession(store, "s1"), CALL)
+
+    # not "refused": the refund ran once and the approval is stored
+    assert (result.status, result.stop_reason) == ("failed", "internal_error")
+    assert result.error is not None and "decision was recorded" in result.error
+    assert "cannot write traces" in result.error
+    assert [r[:2] for r in ledger(shop)] == [["A1", 50.0]]
+    (approval,) = store.list_approvals("s1")
+    assert approval.status == "approved"
+    continued = [r for r in store.list_runs("s1") if r.id == result.run_id]
+    assert [(r.status, r.stop_reason) for r in continued] == [("failed", "internal_error")]
+    with pytest.raises(UserError, match="already approved"):
+        agent.approve_sync(StoredSession(store, "s1"), CALL)

@@ -30,7 +30,7 @@ from ..loop.approvals import (
     still_awaiting,
     tool_of,
 )
-from ..messages import Usage
+from ..messages import Usage, redact
 from ..observe import Event
 from ._lease import Heartbeat
 from ._stops import job_key
@@ -90,7 +90,10 @@ async def decide(
     Raises UserError, with nothing changed, when the decision is refused: no such
     session or waiting call, a call already decided, a stale fingerprint, edited
     arguments the schema refuses. LeaseLost if the approved call's job was taken over
-    by a worker while it ran (the worker finishes it; nothing runs twice).
+    by a worker while it ran (the worker finishes it; nothing runs twice). A
+    continuation that cannot start once the decision is stored (its traces cannot be
+    written, say) is no refusal: the result is `failed`, its error says the decision
+    was recorded.
     """
     approval = await asyncio.to_thread(_waiting, store, session_id, decision.call_id, agent)
     stored = await asyncio.to_thread(store.load_messages, session_id)
@@ -117,18 +120,40 @@ async def decide(
         return await asyncio.to_thread(_now, store, approval, checked.event)
     inputs = await asyncio.to_thread(store.turn_inputs, run)
     request = request_from(run, inputs.requested)
-    turn = await run_held(
-        store,
-        run,
-        agent=agent,
-        owner=owner,
-        lease_s=lease_s,
-        job_max_attempts=await asyncio.to_thread(_attempts, store, session_id),
-        on_event=on_event,
-        request_elapsed_s=request.elapsed_s,
-        inputs=inputs,
-    )
+    try:
+        turn = await run_held(
+            store,
+            run,
+            agent=agent,
+            owner=owner,
+            lease_s=lease_s,
+            job_max_attempts=await asyncio.to_thread(_attempts, store, session_id),
+            on_event=on_event,
+            request_elapsed_s=request.elapsed_s,
+            inputs=inputs,
+        )
+    except UserError as exc:
+        # The decision stands (stored, the call run); only the continuation could not
+        # start, and `run_held` stored it failed. Not a refusal: say what happened.
+        return _continuation_failed(run.id, session_id, redact(str(exc)))
     return turn.result
+
+
+def _continuation_failed(run_id: str, session_id: str, error: str) -> RunResult:
+    """The result of a decided session whose continuation failed to start."""
+    return RunResult(
+        status="failed",
+        stop_reason="internal_error",
+        output=None,
+        steps=0,
+        usage=Usage(cost_usd=0.0),
+        metrics={},
+        messages=(),
+        trace=None,
+        run_id=run_id,
+        session_id=session_id,
+        error=f"the decision was recorded, but the session could not continue: {error}",
+    )
 
 
 def _waiting(store: Store, session_id: str, call_id: str, agent: Agent) -> ApprovalRecord:
