@@ -121,6 +121,34 @@ def test_a_backtracking_expect_output_is_searched_in_linear_time(tmp_path: Path)
     assert "expect_output /^(a+)+$/ not found" in row["failures"][0]
 
 
+def test_a_backtracking_pattern_with_lookaround_gives_up_and_fails_the_case(
+    tmp_path: Path,
+) -> None:
+    # lookaround needs a backtracking engine: on 5,000 `a`s and a `!` this one would run
+    # for hours; it is given up after `SEARCH_TIMEOUT_S` and the case fails saying why
+    suite = (
+        '[[case]]\nname = "slow"\nprompt = "hi"\nexpect_output = "(?=(a*)*b)"\n'
+        '[[case]]\nname = "fine"\nprompt = "hi"\nexpect_output = "(?<=a)!"\n'
+    )
+    _suite(tmp_path, [{"text": "a" * 5000 + "!"}] * 2, suite)
+
+    done = subprocess.run(
+        [str(PI), "eval", "suite.toml", "--json"],
+        cwd=tmp_path,
+        env={**QUIET, "PATH": "/usr/bin:/bin", "PI_TRACE_DIR": str(tmp_path / "traces")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 1, done.stderr
+    rows = {row["case"]: row for row in json.loads(done.stdout)["rows"]}
+    assert rows["fine"]["passed"], rows["fine"]["failures"]
+    (failure,) = rows["slow"]["failures"]
+    assert "the search gave up after 1 s on an answer of 5001 characters" in failure
+
+
 def test_expect_output_keeps_the_meaning_re_gives_it(tmp_path: Path) -> None:
     patterns = {
         "dollar-before-final-newline": ("done$", True),

@@ -91,7 +91,7 @@ def test_a_pattern_is_checked_in_linear_time_with_json_schemas_meaning() -> None
     assert anywhere.validator.is_valid({"s": "abc"})
     assert not anywhere.validator.is_valid({"s": "ac"})
     assert anywhere.validator.is_valid({"s": 5})  # a pattern says nothing of other types
-    # lookaround, which the linear engine lacks, is still checked (by `re`)
+    # lookaround, which the linear engine lacks, is still checked (by a backtracking one)
     behind = ArgumentSchema.of({"properties": {"s": {"pattern": "(?<=a)b"}}})
     assert behind.validator.is_valid({"s": "ab"}) and not behind.validator.is_valid({"s": "xb"})
 
@@ -154,7 +154,7 @@ def test_pattern_properties_keep_json_schemas_meaning() -> None:
     ]
 
 
-def test_a_lookaround_in_pattern_properties_is_still_checked_by_re() -> None:
+def test_a_lookaround_in_pattern_properties_is_still_checked() -> None:
     checker = ArgumentSchema.of(
         {
             "type": "object",
@@ -167,3 +167,40 @@ def test_a_lookaround_in_pattern_properties_is_still_checked_by_re() -> None:
     assert [e.message for e in checker.iter_errors({"zy": 1})] == [
         "'zy' does not match any of the regexes: '(?<=x)y'"
     ]
+
+
+SLOW = "(?=(a*)*b)"  # lookaround: a backtracking engine, exponential in a run of `a`s
+
+
+def test_a_backtracking_pattern_gives_up_on_a_hostile_text_and_refuses_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_runtime.tools import linear_pattern
+
+    monkeypatch.setattr(linear_pattern, "SEARCH_TIMEOUT_S", 0.2)
+    checker = ArgumentSchema.of({"properties": {"s": {"pattern": SLOW}}}).validator
+
+    errors = list(checker.iter_errors({"s": "a" * 5000}))
+
+    assert [e.message for e in errors] == [
+        f"a text of 5000 characters took over 0.2 s to check against {SLOW!r}: not accepted"
+    ]
+    assert checker.is_valid({"s": "aab"})  # a text it can decide is decided as before
+
+
+def test_a_key_a_backtracking_pattern_gives_up_on_matches_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pi_runtime.tools import linear_pattern
+
+    monkeypatch.setattr(linear_pattern, "SEARCH_TIMEOUT_S", 0.2)
+    checker = ArgumentSchema.of(
+        {
+            "type": "object",
+            "patternProperties": {SLOW: {"type": "integer"}},
+            "additionalProperties": False,
+        }
+    ).validator
+
+    assert checker.is_valid({"ab": 1})
+    assert not checker.is_valid({"a" * 5000: 1})  # refused: no pattern vouched for it

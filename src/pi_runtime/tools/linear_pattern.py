@@ -4,7 +4,9 @@ jsonschema checks `pattern` with Python's `re`, which backtracks: `^(a+)+$` agai
 `a`s and a `!` held the event loop for 8.6 s, and every further `a` doubles it. A model
 writes the text and an MCP server the pattern, so neither is trusted. Patterns are run
 by pydantic-core's Rust engine (the one pydantic's own `pattern` uses), which is linear.
-It lacks lookaround and backreferences; the rare pattern that needs them is run by `re`.
+It lacks lookaround and backreferences; the rare pattern that needs them is run by the
+`regex` engine, which backtracks as `re` does but gives up after `SEARCH_TIMEOUT_S`: a
+text it gave up on is not accepted.
 
 A key is text the model writes too: `patternProperties` and `additionalProperties` (which
 skips the keys some pattern matches) test keys by the same engine. `propertyNames` checks
@@ -17,17 +19,21 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import regex
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
 from pydantic_core import SchemaError, SchemaValidator, core_schema
 
 from ..memo import Bounded
 
+SEARCH_TIMEOUT_S = 1.0
+"""The longest one backtracking search may take (then TimeoutError, or no match)."""
 _MATCHERS: Bounded[str, Callable[[str], bool]] = Bounded(1024)
 
 
 def matcher(pattern: str) -> Callable[[str], bool]:
-    """Whether a text holds a match of `pattern` anywhere (JSON Schema's meaning)."""
+    """Whether a text holds a match of `pattern` anywhere (JSON Schema's meaning).
+    TimeoutError when a backtracking pattern (see `backtracking`) gave up on the text."""
     found = _MATCHERS.get(pattern)
     if found is None:
         found = _MATCHERS.put(pattern, _compiled(pattern))
@@ -36,8 +42,20 @@ def matcher(pattern: str) -> Callable[[str], bool]:
 
 def is_linear(pattern: str) -> bool:
     """Whether `pattern` runs in the linear engine (False: it needs lookaround or a
-    backreference, so `re` runs it, which may take time exponential in the text)."""
+    backreference, so a backtracking engine runs it, for at most `SEARCH_TIMEOUT_S`)."""
     return _linear(pattern) is not None
+
+
+def backtracking(pattern: str, flags: int = 0) -> Callable[[str], bool]:
+    """Whether a text holds a match of `pattern` (with `re`'s `flags`), searched by a
+    backtracking engine that raises TimeoutError after `SEARCH_TIMEOUT_S`. (A pattern
+    `re` compiles and `regex` does not, which is rare, is searched by `re`, unbounded.)"""
+    try:
+        search = regex.compile(pattern, flags).search
+    except (regex.error, ValueError, OverflowError, RecursionError):
+        unbounded = re.compile(pattern, flags).search
+        return lambda text: unbounded(text) is not None
+    return lambda text: search(text, timeout=SEARCH_TIMEOUT_S) is not None
 
 
 def _linear(pattern: str) -> SchemaValidator | None:
@@ -50,15 +68,38 @@ def _linear(pattern: str) -> SchemaValidator | None:
 def _compiled(pattern: str) -> Callable[[str], bool]:
     check = _linear(pattern)
     if check is None:
-        search = re.compile(pattern).search
-        return lambda text: search(text) is not None
+        return backtracking(pattern)
     return lambda text: bool(check.isinstance_python(text))
+
+
+def _key_matcher(pattern: str) -> Callable[[str], bool]:
+    """`matcher` for keys: a key a backtracking search gave up on matches nothing (so
+    `additionalProperties: false` refuses it)."""
+    matches = matcher(pattern)
+
+    def key_matches(key: str) -> bool:
+        try:
+            return matches(key)
+        except TimeoutError:
+            return False
+
+    return key_matches
 
 
 def _pattern(
     validator: Any, pattern: str, instance: Any, schema: dict[str, Any]
 ) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not matcher(pattern)(instance):
+    if not validator.is_type(instance, "string"):
+        return
+    try:
+        matched = matcher(pattern)(instance)
+    except TimeoutError:
+        yield ValidationError(
+            f"a text of {len(instance)} characters took over {SEARCH_TIMEOUT_S:g} s to check "
+            f"against {pattern!r}: not accepted"
+        )
+        return
+    if not matched:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
 
@@ -68,7 +109,7 @@ def _pattern_properties(
     if not validator.is_type(instance, "object"):
         return
     for pattern, subschema in patterns.items():
-        matches = matcher(pattern)
+        matches = _key_matcher(pattern)
         for key, value in instance.items():
             if matches(key):
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
@@ -99,7 +140,7 @@ def _additional_properties(
 def _unlisted(instance: dict[str, Any], schema: dict[str, Any]) -> list[str]:
     """The keys neither `properties` names nor a `patternProperties` pattern matches."""
     listed = schema.get("properties", {})
-    matchers = [matcher(pattern) for pattern in schema.get("patternProperties", {})]
+    matchers = [_key_matcher(pattern) for pattern in schema.get("patternProperties", {})]
     return [
         key
         for key in instance
