@@ -104,6 +104,44 @@ def test_a_session_shows_its_agent_by_name_not_its_recipe(serve: Start, tmp_path
     assert "servetools_" not in shown.text  # the tools' module
 
 
+def test_the_agents_list_names_their_tools_not_the_modules_defining_them(
+    serve: Start, tmp_path: Path
+) -> None:
+    server = serve()
+    with httpx.Client(base_url=server.url, timeout=60) as client:
+        answer = client.get("/v1/agents")
+
+    assert answer.status_code == 200
+    listed = answer.json()
+    assert listed["default"] == "shop"
+    assert [a["name"] for a in listed["agents"]] == ["shop", "other"]
+    for agent in listed["agents"]:
+        assert agent["tools"] == [
+            {"name": "lookup", "description": "An order's total.",
+             "requires_approval": False, "background": False},
+            {"name": "hold", "description": "Wait until the test opens the gate file `name` "
+             "beside this module.", "requires_approval": False, "background": False},
+        ]  # fmt: skip
+    assert "servetools_" not in answer.text and ":TOOLS" not in answer.text
+    assert_no_server_path(answer.text, tmp_path)
+
+
+def test_the_agents_list_applies_the_allow_list_and_the_files_approval() -> None:
+    from pi_runtime.loop.definition import AgentDefinition
+    from pi_runtime.server.api import _tools_of
+
+    weather = {"model": "scripted:script.json", "tools": ["examples.weather.tools:TOOLS"]}
+    narrowed = {**weather, "allow": ["get_weather"], "approval": ["get_weather"]}
+
+    every = _tools_of(AgentDefinition.from_dict(weather))
+    allowed = _tools_of(AgentDefinition.from_dict(narrowed))
+
+    assert [(t["name"], t["requires_approval"]) for t in every] == [
+        ("get_weather", False), ("create_reminder", False),
+    ]  # fmt: skip
+    assert [(t["name"], t["requires_approval"]) for t in allowed] == [("get_weather", True)]
+
+
 def test_an_agent_mismatch_names_the_agents_and_logs_the_files(
     serve: Start, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

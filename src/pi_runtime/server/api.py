@@ -33,6 +33,7 @@ from ..durable.views import cancel_view, session_view
 from ..exceptions import UserError
 from ..loop import RunResult
 from ..loop.call_ids import CallIds
+from ..loop.definition import AgentDefinition
 from ..messages import ToolResultMessage
 from ..observe import default_trace_dir, read_trace
 from .agui import AguiMapper
@@ -232,13 +233,33 @@ async def follow(run_id: RunId, request: Request, caller: Caller) -> StreamingRe
     return _sse(agui_stream(live, mapper))
 
 
-@router.get("/agents", summary="The agents this server runs")
+@router.get("/agents", summary="The agents this server runs, and the tools each may call")
 async def agents(request: Request) -> dict[str, Any]:
     config = server_state(request).config
     return {
         "default": config.default_agent,
-        "agents": [{"name": name, "tools": list(d.tools)} for name, d in config.agents.items()],
+        "agents": [{"name": name, "tools": _tools_of(d)} for name, d in config.agents.items()],
     }
+
+
+def _tools_of(definition: AgentDefinition) -> list[dict[str, Any]]:
+    """The tools an agent's model may call, as a client reads them: by name, not by the
+    modules that define them (which stay the server's own)."""
+    try:
+        specs = definition.load_tools()  # imported when the server started: no new import
+    except UserError:
+        return []
+    allowed = set(definition.allow) if definition.allow is not None else None
+    return [
+        {
+            "name": spec.name,
+            "description": spec.description,
+            "requires_approval": spec.requires_approval or spec.name in definition.approval,
+            "background": spec.background,
+        }
+        for spec in specs
+        if allowed is None or spec.name in allowed
+    ]
 
 
 async def _answer(
