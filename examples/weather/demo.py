@@ -1,13 +1,13 @@
 """The weather + reminder demo (seeds 001/002) on the embedded model, offline.
 
-    python -m examples.weather.demo                        # the embedded Gemma 3 270M
+    python -m examples.weather.demo                        # the embedded Qwen2.5-Coder-0.5B
     python -m examples.weather.demo --model openai:gpt-4o-mini
     python -m examples.weather.demo --base-url http://127.0.0.1:8080/v1
 
-It prints progress lines, the answer, how the run ended and where its trace is. The
-embedded model is tiny: it may answer, repeat a call or wander, and the run's guards end
-it either way. Any well-formed ending is a successful demo (exit 0); a misuse, such as
-a missing package or key, exits 2.
+It prints progress lines, the answer, how the run ended and where its trace is: the
+weather of Beijing on the user's date, and a reminder because it storms (`make demo` runs
+the same agent from `agent.toml`, in a stored session). Any well-formed ending exits 0;
+a misuse, such as a missing package or key, exits 2.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from pathlib import Path
 
 from rich.console import Console
 
-from pi_runtime import Agent, Limits, RunResult, UserError
+from pi_runtime import Agent, RunResult, UserError
 from pi_runtime.cli.progress import render_progress
-from pi_runtime.models import resolve_model
 
-from .tools import TOOLS
-
+AGENT_FILE = Path(__file__).with_name("agent.toml")
 PROMPT = "北京 12 月 5 日天气怎么样？如果下雨，提醒我带伞。"
 
 
@@ -45,14 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     try:
-        model = resolve_model(args.model, base_url=args.base_url)
-        agent = Agent(
-            model, tools=TOOLS, limits=Limits(max_steps=args.max_steps, wall_clock_s=args.timeout)
+        # the agent `agent.toml` defines (its instructions, allow-list and budget), on
+        # the model asked for
+        agent = Agent.from_file(
+            AGENT_FILE,
+            model=args.model,
+            base_url=args.base_url,
+            limits={"max_steps": args.max_steps, "wall_clock_s": args.timeout},
         )
     except UserError as exc:
         console.print(f"[red]error:[/] {exc}", highlight=False)
         return 2
-    console.print(f"[bold]{args.prompt}[/]  [dim](model: {model.name})[/]", highlight=False)
+    console.print(f"[bold]{args.prompt}[/]  [dim](model: {agent.model.name})[/]", highlight=False)
     result = asyncio.run(run(agent, args.prompt, console))
     if result.output is not None:
         print(result.output)
