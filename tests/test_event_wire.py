@@ -308,7 +308,7 @@ def test_a_bug_while_ending_a_failed_run_still_writes_the_events_before_it(
 
     # The step breaks after its tool ran, then closing the run breaks too.
     monkeypatch.setattr("pi_runtime.loop.transitions.reflect", broken)
-    monkeypatch.setattr("pi_runtime.loop.agent.compute_metrics", broken)
+    monkeypatch.setattr("pi_runtime.loop.lifecycle.compute_metrics", broken)
     agent = Agent(FunctionModel(call_then_answer), tools=[noop], trace_dir=tmp_path)
 
     with pytest.raises(RuntimeError, match="a bug"):

@@ -2,10 +2,11 @@
 
 from ..messages.canonical import action_hash, canonical_json
 from ._sync import run_blocking
-from .agent import Agent, RunStream
+from .agent import Agent
 from .escalation import EscalateHook, Escalation, EscalationContext
 from .guards import Limits, detect_loop, detect_no_progress
 from .run_result import RunResult
+from .run_stream import RunStream
 from .state import RunState
 
 __all__ = [

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import math
-import time
-import uuid
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal, Self
@@ -16,57 +13,36 @@ from pydantic import BaseModel
 from ..context import (
     PRESETS,
     Budget,
-    ContextBuilder,
     PromptParts,
     PromptTemplate,
     Summariser,
     as_parts,
-    count_tokens,
     model_summariser,
     render_system_prompt,
-    runtime_block,
 )
 from ..contract import OutputContract
 from ..exceptions import UserError
 from ..guardrails import Guardrails
 from ..mcp import MCPServer
-from ..memory import Memory, MemoryRun, MemoryStore
-from ..messages import Message, StopReason, UserMessage, redact, repair_fields, repair_text
-from ..models import (
-    TOOL_CHOICE_MODES,
-    Model,
-    ModelSettings,
-    context_window_of,
-    resolve_model,
-)
-from ..observe import (
-    Event,
-    Recorder,
-    RunFinished,
-    RunStarted,
-    compute_metrics,
-    default_trace_dir,
-    otel,
-)
-from ..tools import Gate, Launcher, ToolSpec
+from ..memory import Memory, MemoryStore
+from ..messages import Message
+from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
+from ..observe import Event, default_trace_dir
+from ..tools import Launcher, ToolSpec
 from ..tools.retrieval import ToolRetriever
-from ..tools.scope import current_call
-from ._mcp import allowed_with_mcp, listed, mcp_tools_of, unavailable
-from ._memory import allowed_with_memory, check_memory, request_text
+from ._mcp import mcp_tools_of
+from ._memory import check_memory
 from ._sync import run_blocking
 from .agentfile import agent_error, read_agent_file
-from .carry import carry, request_anchor
-from .children import bounded, report
 from .decisions import Decisions
 from .definition import AgentDefinition, DefinitionError
-from .escalation import EscalateHook, Escalation, escalate_run
+from .escalation import EscalateHook
 from .guarding import checked_guardrails
 from .guards import Limits
+from .lifecycle import run_agent
 from .plan import Composition, Mode
-from .pool import too_deep
-from .run_result import RunResult, status_of, usage_source
-from .runner import Driver
-from .state import RunState
+from .run_result import RunResult
+from .run_stream import RunStream
 from .subagent import DEFAULT_ANSWER_BYTES, Spill, subagent_tool
 
 
@@ -334,141 +310,23 @@ class Agent(Decisions):
             request_elapsed_s: seconds earlier runs of this request took (a continuation
                 only), so `wall_clock_s` covers the whole request.
         """
-        if next_tool_choice is None:
-            next_tool_choice = self.tool_choice if prompt is not None else "auto"
-        self.validate_tool_choice(next_tool_choice)
-        if prompt is not None and not isinstance(prompt, str):
-            raise UserError(f"the prompt must be a string (or None to continue), got {prompt!r}")
-        if prompt is None and not history:
-            raise UserError("a run needs a prompt or a conversation to continue")
-        _check_elapsed(request_elapsed_s, continuing=prompt is None)
-        run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
-        session = session_id or f"session-{uuid.uuid4().hex[:16]}"
-        live = _live.put_nowait if _live is not None else None
-        # started inside another run's tool call: a child, inside what is left of its budget
-        parent = current_call()
-        if parent is not None and (problem := too_deep(parent.scope)) is not None:
-            raise UserError(problem)  # an agent delegating to itself, say: a tool error
-        limits = self.limits if parent is None else bounded(self.limits, parent.scope)
-        # OpenTelemetry export, when on, sees each event before `live` does (else: `live`)
-        listener = otel.listener(live, history, self.definition.source if self.definition else None)
-        mcp_specs, mcp_missing = await listed(self.mcp, self._own_names())
-        try:
-            recorder = Recorder(self.trace_dir, run_id, listener)
-        except OSError as exc:
-            raise UserError(f"cannot write traces to {self.trace_dir}: {exc}") from exc
-        memory = self._open_memory(session, run_id, recorder)
-        own = [*self.tools, *memory.tools] if memory is not None else self.tools
-        gate = Gate(
-            [*own, *mcp_specs],
-            allow=allowed_with_mcp(allowed_with_memory(self.allow, memory), mcp_specs),
-            session_id=session,
-            retry_base_s=limits.retry_base_s,
-            launcher=launcher,
-            approval=self.approval,
-            guardrails=self.guardrails,
-        )
-        offered = tuple(s.definition for s in gate.offered)
-        runtime = runtime_block(offered, mode="tools" if offered else "chat")
-        driver = Driver(
-            model=self.model,
-            gate=gate,
-            limits=limits,
-            system=self.system,
-            tools=offered,
-            settings=self.settings,
-            emit=recorder.emit,
-            live=live,
-            model_retries=limits.model_retries,
-            retry_base_s=limits.retry_base_s,
-            builder=ContextBuilder(
-                self.budget,
-                summariser=self.summariser,
-                model_window=context_window_of(self.model),
-                memory=None if memory is None else memory.fit,
-            ),
-            runtime=runtime,
-            prompt=self.template.ref,
-            contract=self.contract,
-            retriever=self.retriever,
-            specs=tuple(gate.offered),
-            state=_first_state(history, prompt, next_tool_choice),
-            request_elapsed_s=request_elapsed_s,
+        return await run_agent(
+            self,
+            prompt,
+            history=history,
+            session_id=session_id,
+            next_tool_choice=next_tool_choice,
             run_id=run_id,
-            guardrails=self.guardrails,
-            outer=parent.scope if parent else None,
+            launcher=launcher,
+            request_elapsed_s=request_elapsed_s,
+            live_queue=_live,
+            prelude=_prelude,
+            on_cancel=_on_cancel,
         )
-        started = time.perf_counter()
-        recorder.emit(
-            RunStarted(
-                run_id=run_id,
-                session_id=session,
-                model=self.model.name,
-                system=self.system,
-                tools=tuple(d.name for d in offered),
-                limits=limits.to_dict(),
-                prompt=self.template.ref,
-                runtime=runtime,
-                parent_run_id=parent.scope.run_id if parent else None,
-                parent_call_id=parent.tool_call_id if parent else None,
-            )
-        )
-        for event in _prelude:  # decisions this continuation starts from (approvals)
-            recorder.emit(event)
-        ids: dict[str, Any] = {"run_id": run_id, "session_id": session}
-        # a composed mode runs the new request in phases; a continuation goes on as ReAct
-        runner = (
-            driver
-            if self.composition is None or prompt is None
-            else self.composition.runner(driver)
-        )
-        try:
-            try:
-                if memory is not None:
-                    await memory.recall(request_text(driver.state))
-                state = (
-                    await runner.run_transitions()
-                    if mcp_missing is None
-                    else unavailable(runner.state, mcp_missing)
-                )
-                if memory is not None:
-                    await memory.finish(status_of(state.stop_reason or "internal_error"))
-            except asyncio.CancelledError:
-                ended = _finish(
-                    _ended(runner.state, "cancelled", "the run was cancelled"),
-                    recorder,
-                    started,
-                    **ids,
-                )
-                report(parent, ended)
-                if _on_cancel is not None:  # what it did, for a durable session to keep
-                    _on_cancel(ended)
-                raise
-            except Exception as exc:  # a bug in Pi itself: still a well-formed ending
-                detail = redact(repair_text(f"{type(exc).__name__}: {exc}"))
-                state = _ended(runner.state, "internal_error", detail)
-            try:
-                escalation = await escalate_run(self.escalate, state, recorder.emit, **ids)
-            except asyncio.CancelledError:
-                _finish(state, recorder, started, **ids)
-                raise
-            result = _finish(state, recorder, started, escalation=escalation, **ids)
-            report(parent, result)
-            return result
-        finally:
-            # However the run ends (even by a bug in `_finish`), the trace's buffered lines land.
-            recorder.close()
 
     def _own_names(self) -> list[str]:
         names = [s.name for s in self.tools]
         return names if self.memory is None else [*names, *self.memory.tool_names]
-
-    def _open_memory(self, session: str, run_id: str, recorder: Recorder) -> MemoryRun | None:
-        if self.memory is None:
-            return None
-        return self.memory.open_run(
-            session_id=session, run_id=run_id, emit=recorder.emit, counter=count_tokens
-        )
 
     def run_sync(
         self,
@@ -530,38 +388,6 @@ class Agent(Decisions):
         return RunStream(self, prompt, options)
 
 
-class RunStream:
-    """Async iterator over a run's events; `result` is set once the run has ended."""
-
-    def __init__(self, agent: Agent, prompt: str | None, options: dict[str, Any]) -> None:
-        self._agent = agent
-        self._prompt = prompt
-        self._options = options
-        self.result: RunResult | None = None
-
-    async def __aiter__(self) -> AsyncIterator[Event]:
-        queue: asyncio.Queue[Event] = asyncio.Queue()
-        task = asyncio.create_task(self._agent.run(self._prompt, _live=queue, **self._options))
-        try:
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-                if getter in done:
-                    event = getter.result()
-                    yield event
-                    if isinstance(event, RunFinished):
-                        break
-                else:
-                    getter.cancel()
-                    while not queue.empty():
-                        yield queue.get_nowait()
-                    break
-            self.result = await task
-        finally:
-            if not task.done():
-                task.cancel()
-
-
 def _check_free_text(instructions: str | PromptParts | None) -> None:
     """An output contract makes the answer a JSON object: presets shaping free text clash."""
     if isinstance(instructions, PromptParts):
@@ -571,100 +397,3 @@ def _check_free_text(instructions: str | PromptParts | None) -> None:
                 f"prompt preset {shaping[0]} shapes a free-text answer, and the output "
                 "contract makes the answer a JSON object: drop one of them"
             )
-
-
-def _check_elapsed(elapsed: float, *, continuing: bool) -> None:
-    if isinstance(elapsed, bool) or not isinstance(elapsed, int | float):
-        raise UserError(f"request_elapsed_s must be a number of seconds, got {elapsed!r}")
-    if not math.isfinite(elapsed) or elapsed < 0:
-        raise UserError(f"request_elapsed_s must be finite and 0 or more, got {elapsed}")
-    if elapsed and not continuing:
-        raise UserError("request_elapsed_s is for continuations; a prompt starts a new request")
-
-
-def _first_state(history: Sequence[Message], prompt: str | None, tool_choice: str) -> RunState:
-    """A new request starts at OBSERVE with fresh guards; a continuation starts at REFLECT
-    with the guard state its request's earlier runs left in the conversation.
-
-    The caller's text enters the run here, so lone surrogates in it are repaired here."""
-    history = tuple(repair_fields(m) for m in history)
-    turns = sum(1 for m in history if m.role == "assistant")
-    if prompt is not None:
-        return RunState(
-            messages=tuple(history),
-            pending=(UserMessage(content=repair_text(prompt)),),
-            anchor=request_anchor(history),
-            next_tool_choice=tool_choice,
-            turns=turns,
-        )
-    spent = carry(history)
-    return RunState(
-        phase="reflect",
-        messages=tuple(history),
-        anchor=spent.anchor,
-        next_tool_choice=tool_choice,
-        turns=turns,
-        prior_steps=spent.steps,
-        prior_tokens=spent.tokens,
-        prior_cost_usd=spent.cost_usd,
-        actions=spent.actions,
-        results=spent.results,
-        consecutive_errors=spent.consecutive_errors,
-        tool_calls=spent.tool_calls,
-        tool_limit_notice=spent.tool_limit_notice,
-        repairs=spent.repairs,
-    )
-
-
-def _ended(state: RunState, reason: StopReason, detail: str) -> RunState:
-    return replace(state, phase="done", stop_reason=reason, error=detail)
-
-
-def _finish(
-    state: RunState,
-    recorder: Recorder,
-    started: float,
-    *,
-    run_id: str,
-    session_id: str,
-    escalation: Escalation | None = None,
-) -> RunResult:
-    """The `RunResult` of a run that reached DONE, with its closing event written."""
-    wall_ms = (time.perf_counter() - started) * 1000
-    reason = state.stop_reason or "internal_error"
-    metrics = compute_metrics(recorder.events, wall_ms=wall_ms, count_tokens=count_tokens)
-    status = status_of(reason)
-    # a contract miss has output only when the contract names a fallback
-    output = state.output if reason in ("final_answer", "contract_violation") else None
-    recorder.emit(
-        RunFinished(
-            status=status,
-            stop_reason=reason,
-            steps=state.steps,
-            output=output,
-            usage=state.usage,
-            metrics=metrics,
-            error=state.error,
-            wall_ms=round(wall_ms, 3),
-        )
-    )
-    recorder.close()
-    return RunResult(
-        status=status,
-        stop_reason=reason,
-        output=output,
-        steps=state.steps,
-        usage=state.usage,
-        metrics=metrics,
-        messages=state.messages,
-        trace=recorder.path,
-        run_id=run_id,
-        session_id=session_id,
-        error=state.error,
-        waits=state.waits,
-        pending_approvals=state.approvals,
-        contract_errors=state.contract_errors,
-        usage_source=usage_source(recorder.events),
-        events=tuple(recorder.events),
-        escalation=escalation,
-    )
