@@ -246,6 +246,20 @@ def test_an_agent_file_saved_with_a_byte_order_mark_reads_with_its_lines(tmp_pat
         Agent.from_file(path, trace_dir=False)
 
 
+def test_a_bad_value_given_over_the_files_does_not_blame_the_files_line(tmp_path: Path) -> None:
+    path, _ = scratch(tmp_path, BASE)
+
+    with pytest.raises(UserError) as given:
+        Agent.from_file(path, trace_dir=False, model="nosuchprovider:x")
+    path.write_text(path.read_text().replace("scripted:", "nosuchprovider:", 1))
+    with pytest.raises(UserError) as own:
+        Agent.from_file(path, trace_dir=False, limits={"max_steps": 3})
+
+    assert str(given.value).startswith("model: unknown model spec 'nosuchprovider:x'")
+    assert str(given.value).endswith(f"(given in place of {path}'s)")
+    assert str(own.value).startswith(f"{path}:1: model: unknown model spec 'nosuchprovider:")
+
+
 def test_an_output_schema_file_nested_too_deeply_is_one_clear_error(tmp_path: Path) -> None:
     path, _ = scratch(tmp_path, BASE.replace("[limits]", 'output = "deep.json"\n[limits]'))
     (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")

@@ -89,15 +89,33 @@ def _read(
 
 
 def agent_error(definition: AgentDefinition, exc: DefinitionError) -> UserError:
-    """`exc` as a UserError naming the agent file (and line) when there is one."""
+    """`exc` as a UserError naming the agent file (and line) when there is one; when the
+    faulty value was given over the file's (`--model` on the command line, a
+    `from_file` override), the file's line is not blamed for it."""
     if definition.source is None:
         return exc
     file = Path(definition.source)
+    if _overridden(definition, file, exc.key):
+        return UserError(f"{exc.key}: {exc.problem} (given in place of {file}'s)")
     try:
         text = read_user_text(file, what="agent file", max_bytes=MAX_AGENT_FILE_BYTES)
     except UserError:
         text = ""
     return UserError(_where(file, text, exc.key) + f"{exc.key}: {exc.problem}")
+
+
+def _overridden(definition: AgentDefinition, file: Path, key: str) -> bool:
+    """Whether `definition`'s value at `key` (dotted) is not the one `file` sets."""
+    try:
+        own = read_agent_file(file)
+    except UserError:  # the file changed since, or cannot be read: blame it as before
+        return False
+    first, *rest = key.split(".")
+    mine, theirs = getattr(definition, first, None), getattr(own, first, None)
+    for part in rest:
+        mine = mine.get(part) if isinstance(mine, dict) else None
+        theirs = theirs.get(part) if isinstance(theirs, dict) else None
+    return bool(mine != theirs)
 
 
 def _resolved(
