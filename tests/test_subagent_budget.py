@@ -202,6 +202,36 @@ def test_a_tool_running_an_agent_itself_is_held_to_the_same_depth() -> None:
     assert "level 9" in refusal
 
 
+def test_a_sync_tool_running_an_agent_in_its_thread_is_held_to_the_same_depth() -> None:
+    # a sync tool runs on a thread of its own: the run it starts there (`run_sync`, a
+    # loop of its own) must still see which call it is inside, or it nests unbounded
+    runs: list[str] = []
+    refusals: list[str] = []
+    agent: Agent
+
+    @tool
+    def deeper(task: str) -> str:
+        """Hand the task to another run, from this tool's own thread."""
+        return str(agent.run_sync(task).output)
+
+    def turn(request: ModelRequest) -> dict[str, Any]:
+        last = request.messages[-1]
+        if last.role == "tool":
+            if "nest at most 8 levels deep" in str(last.content):
+                refusals.append(str(last.content))
+            return {"text": "done"}
+        runs.append(str(last.content))
+        return {"tool_calls": [{"name": "deeper", "arguments": {"task": "again"}}]}
+
+    agent = Agent(FunctionModel(turn, keep_calls=False), tools=[deeper], trace_dir=False)
+    result = agent.run_sync("start")
+
+    assert result.status == "completed"
+    assert len(runs) == 9
+    (refusal,) = refusals
+    assert "level 9" in refusal
+
+
 @pytest.mark.parametrize("fan", [1, 3])
 def test_children_within_the_budget_are_not_stopped(fan: int) -> None:
     def child_turn(request: ModelRequest) -> dict[str, Any]:
