@@ -124,7 +124,7 @@ def test_an_invalid_tool_choice_is_refused_before_the_run(tmp_path: Path, choice
     model = ScriptedModel(LOOKUP_THEN_ANSWER)
     agent = Agent(model, tools=[lookup], trace_dir=tmp_path)
 
-    with pytest.raises(UserError, match="next_tool_choice"):
+    with pytest.raises(UserError, match=r"tool choice must be .* may call \(lookup\); got '"):
         agent.run_sync("what is x?", next_tool_choice=choice)
 
     assert model.requests == []
@@ -135,7 +135,7 @@ def test_a_tool_choice_outside_allow_is_refused(tmp_path: Path) -> None:
     model = ScriptedModel(LOOKUP_THEN_ANSWER)
     agent = Agent(model, tools=[lookup, convert], allow=["lookup"], trace_dir=tmp_path)
 
-    with pytest.raises(UserError):
+    with pytest.raises(UserError, match=r"may call \(lookup\); got 'convert'"):
         agent.run_sync("what is x?", next_tool_choice="convert")
     assert model.requests == []
 

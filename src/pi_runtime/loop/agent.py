@@ -25,7 +25,7 @@ from ..exceptions import UserError
 from ..guardrails import Guardrails
 from ..mcp import MCPServer
 from ..memory import Memory, MemoryStore
-from ..messages import Message
+from ..messages import Message, clipped
 from ..models import TOOL_CHOICE_MODES, Model, ModelSettings, resolve_model
 from ..observe import Event, default_trace_dir
 from ..tools import Launcher, ToolSpec
@@ -44,6 +44,8 @@ from .plan import Composition, Mode
 from .run_result import RunResult
 from .run_stream import RunStream
 from .subagent import DEFAULT_ANSWER_BYTES, Spill, subagent_tool
+
+_SHOWN_TOOLS = 12  # tools a refused tool choice lists
 
 
 class Agent(Decisions):
@@ -271,8 +273,11 @@ class Agent(Decisions):
         """Raise UserError unless `choice` is a tool choice this agent can make."""
         allowed = self.allow if self.allow is not None else {s.name for s in self.tools}
         if choice not in TOOL_CHOICE_MODES and choice not in allowed:
+            names = sorted(allowed)
+            shown = ", ".join(names[:_SHOWN_TOOLS]) + (", …" if len(names) > _SHOWN_TOOLS else "")
             raise UserError(
-                f"next_tool_choice must be auto, required, none or a tool name; got {choice!r}"
+                "the tool choice must be auto, required, none or a tool the model may call"
+                f" ({shown or 'it may call none'}); got {clipped(repr(choice), 80)}"
             )
 
     async def run(
