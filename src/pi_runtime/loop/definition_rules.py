@@ -66,7 +66,7 @@ def _blame(message: str) -> str:
         ("guardrails", ("tool guardrails",)),
         ("allow", ("allow names",)),
         ("approval", ("approval names", "approval must")),
-        ("tool_choice", ("tool_choice", "next_tool_choice")),
+        ("tool_choice", ("tool_choice", "the tool choice must")),
         ("tools", ("two tools share", "@tool")),
         ("output", ("contract",)),
         ("budget", ("Budget.",)),
