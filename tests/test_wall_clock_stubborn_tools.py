@@ -131,3 +131,52 @@ def test_a_tool_timeout_leaves_behind_an_async_tool_that_swallows_cancellation(
     (answer,) = [m for m in result.messages if isinstance(m, ToolResultMessage)]
     assert answer.error is not None and answer.error.kind == "timeout"
     assert finished_when_returned == [], "the call waited for a tool that refused to end"
+
+
+def test_a_left_behind_tools_own_timeout_firing_later_still_ends_run_sync_well_formed() -> None:
+    # The tool enters `asyncio.timeout` in the run's task (Pi drives a tool's first steps
+    # there), refuses its cancellation and is left behind; its own timeout then fires on
+    # the run's task, while the run has moved on. run_sync used to raise CancelledError.
+    @tool(timeout_s=0.2)
+    async def clocked(x: int) -> str:
+        """Holds out under a timeout of its own.
+
+        Args:
+            x: which call.
+        """
+        async with asyncio.timeout(0.6):
+            end = time.monotonic() + HOLD_S
+            while time.monotonic() < end:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.sleep(0.02)
+        return "done"
+
+    @tool
+    async def slow(x: int) -> str:
+        """Takes its time (the run is here when the stray cancel comes).
+
+        Args:
+            x: which call.
+        """
+        await asyncio.sleep(2.0)
+        return "slow done"
+
+    def turn(request: Any) -> dict[str, Any]:
+        tools_seen = sum(1 for m in request.messages if m.role == "tool")
+        if tools_seen == 0:
+            return {"tool_calls": [{"name": "clocked", "arguments": {"x": 1}}]}
+        if tools_seen == 1:
+            return {"tool_calls": [{"name": "slow", "arguments": {"x": 2}}]}
+        return {"text": "finished"}
+
+    agent = Agent(FunctionModel(turn), tools=[clocked, slow], trace_dir=False)
+    started = time.monotonic()
+
+    result = agent.run_sync("go")
+
+    assert time.monotonic() - started < HOLD_S
+    assert (result.status, result.stop_reason) == ("stopped", "cancelled"), result.error
+    calls = [c.id for m in result.messages if m.role == "assistant" for c in m.tool_calls]
+    answers = [m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert sorted(answers) == sorted(calls)  # every call answered exactly once
+    assert result.to_json()

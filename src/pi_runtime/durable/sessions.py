@@ -21,17 +21,13 @@ from typing import Any
 
 from ..exceptions import UserError
 from ..loop import Agent, RunResult
+from ..loop.run_result import unanswered
 from ..messages import (
-    AssistantMessage,
     Message,
     ToolCall,
-    ToolErrorKind,
-    ToolResultMessage,
     Usage,
     redact,
     redact_url,
-    tool_error_info,
-    tool_error_result,
 )
 from ..observe import ApprovalGranted, ApprovalRejected, Event
 from ..tools import Launcher, ToolSpec, fingerprint
@@ -308,7 +304,7 @@ async def run_held(
             )
             raise
     new = list(result.messages[len(history) :])
-    new += _unanswered(result, new)
+    new += unanswered(result, new)
     try:
         finished = await asyncio.to_thread(
             store.finish_run,
@@ -349,7 +345,7 @@ async def _wind_up(
         ended, status="stopped", stop_reason="cancelled", error=error or "the run was cancelled"
     )
     new = list(result.messages[len(history) :])
-    new += _unanswered(result, new)
+    new += unanswered(result, new)
     try:
         finished = await asyncio.to_thread(
             store.finish_cancelled_run, run.id, owner=owner, result=summary(result), messages=new
@@ -442,20 +438,3 @@ def summary(result: RunResult) -> dict[str, Any]:
     data = result.to_dict()
     data.pop("messages", None)
     return data
-
-
-def _unanswered(result: RunResult, new: list[Message]) -> list[Message]:
-    """Answers for tool calls a run ended without answering, unless it awaits them (a
-    fatal error in the same batch, a crash inside Pi): the stored conversation stays
-    well-formed for any provider, and nothing is delivered to those calls later."""
-    if result.status == "awaiting":
-        return []
-    answered = {m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)}
-    info = tool_error_info(ToolErrorKind.CANCELLED, "the run stopped before this call got a result")
-    return [
-        tool_error_result(call.id, call.name, info)
-        for m in new
-        if isinstance(m, AssistantMessage)
-        for call in m.tool_calls
-        if call.id not in answered
-    ]

@@ -41,7 +41,7 @@ from .guarding import checked_guardrails
 from .guards import Limits
 from .lifecycle import run_agent
 from .plan import Composition, Mode
-from .run_result import RunResult
+from .run_result import RunResult, unanswered
 from .run_stream import RunStream
 from .subagent import DEFAULT_ANSWER_BYTES, Spill, subagent_tool
 
@@ -348,10 +348,22 @@ class Agent(Decisions):
 
         Each call runs on a new event loop, and the model's connections and the MCP
         servers' sessions opened on it are closed when it ends.
+
+        It returns a `RunResult` (Ctrl-C aside: KeyboardInterrupt, after the run ended
+        `cancelled`). Nothing outside this call can cancel its run, so a cancel is a stray
+        one, such as the `asyncio.timeout` of a tool left behind because it would not
+        end, firing on the task it was entered in: the run ends `cancelled`.
         """
         try:
             asyncio.get_running_loop()
         except RuntimeError:
+            pass
+        else:
+            raise UserError(
+                "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
+            )
+        stopped: list[RunResult] = []  # what the run did, if a cancel stopped it
+        try:
             return run_blocking(
                 self.mcp.closing(
                     self.run(
@@ -362,12 +374,15 @@ class Agent(Decisions):
                         run_id=run_id,
                         launcher=launcher,
                         request_elapsed_s=request_elapsed_s,
+                        _on_cancel=stopped.append,
                     )
                 )
             )
-        raise UserError(
-            "run_sync cannot be called from a running event loop; use `await agent.run(...)`"
-        )
+        except asyncio.CancelledError:
+            if not stopped:
+                raise
+            ended = stopped[-1]
+            return replace(ended, messages=(*ended.messages, *unanswered(ended, ended.messages)))
 
     def run_stream(
         self,

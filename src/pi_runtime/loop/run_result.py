@@ -3,11 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ..messages import STOP_STATUS, Message, RunStatus, StopReason, Usage, messages_to_list
+from ..messages import (
+    STOP_STATUS,
+    AssistantMessage,
+    Message,
+    RunStatus,
+    StopReason,
+    ToolErrorKind,
+    ToolResultMessage,
+    Usage,
+    messages_to_list,
+    tool_error_info,
+    tool_error_result,
+)
 from ..observe import Event
 from ..tools import PendingApproval
 from .escalation import Escalation
@@ -106,3 +118,21 @@ def usage_source(events: Iterable[Event]) -> UsageSource:
     if len(sources) > 1:
         return "mixed"
     return "counted" if sources == {"counted"} else "provider"
+
+
+def unanswered(result: RunResult, new: Sequence[Message]) -> list[Message]:
+    """Answers for the tool calls among `new` that `result`'s run ended without answering,
+    unless it awaits them (a cancel, a fatal error in the same batch, a crash inside Pi):
+    the conversation stays well-formed for any provider, and nothing is delivered to
+    those calls later."""
+    if result.status == "awaiting":
+        return []
+    answered = {m.tool_call_id for m in result.messages if isinstance(m, ToolResultMessage)}
+    info = tool_error_info(ToolErrorKind.CANCELLED, "the run stopped before this call got a result")
+    return [
+        tool_error_result(call.id, call.name, info)
+        for m in new
+        if isinstance(m, AssistantMessage)
+        for call in m.tool_calls
+        if call.id not in answered
+    ]
