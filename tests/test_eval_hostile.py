@@ -26,6 +26,20 @@ def _eval(folder: Path, *args: str) -> Ran:
     return pi_inprocess("eval", *args, cwd=folder, env={"PI_TRACE_DIR": str(folder / "traces")})
 
 
+def _eval_apart(folder: Path) -> subprocess.CompletedProcess[str]:
+    """`pi eval suite.toml --json` in a process of its own, given a minute: a search that
+    backtracks for hours fails the test instead of holding it."""
+    return subprocess.run(
+        [str(PI), "eval", "suite.toml", "--json"],
+        cwd=folder,
+        env={**QUIET, "PATH": "/usr/bin:/bin", "PI_TRACE_DIR": str(folder / "traces")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def _result(suite: str, **row: Any) -> dict[str, Any]:
     """A minimal `pi eval` result of one row."""
     summary = {"m": {"passed": 1, "total": 1, "success_rate": 1.0}}
@@ -106,15 +120,7 @@ def test_a_backtracking_expect_output_is_searched_in_linear_time(tmp_path: Path)
     suite = '[[case]]\nname = "r"\nprompt = "hi"\nexpect_output = "^(a+)+$"\n'
     _suite(tmp_path, [{"text": "a" * 40 + "!"}], suite)
 
-    done = subprocess.run(
-        [str(PI), "eval", "suite.toml", "--json"],
-        cwd=tmp_path,
-        env={**QUIET, "PATH": "/usr/bin:/bin", "PI_TRACE_DIR": str(tmp_path / "traces")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _eval_apart(tmp_path)
 
     assert done.returncode == 1, done.stderr
     (row,) = json.loads(done.stdout)["rows"]
@@ -132,15 +138,7 @@ def test_a_backtracking_pattern_with_lookaround_gives_up_and_fails_the_case(
     )
     _suite(tmp_path, [{"text": "a" * 5000 + "!"}] * 2, suite)
 
-    done = subprocess.run(
-        [str(PI), "eval", "suite.toml", "--json"],
-        cwd=tmp_path,
-        env={**QUIET, "PATH": "/usr/bin:/bin", "PI_TRACE_DIR": str(tmp_path / "traces")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = _eval_apart(tmp_path)
 
     assert done.returncode == 1, done.stderr
     rows = {row["case"]: row for row in json.loads(done.stdout)["rows"]}

@@ -173,7 +173,10 @@ def test_an_agent_delegating_to_itself_stops_eight_levels_down_with_a_tool_error
     assert child.status == "completed"
 
 
-def test_a_tool_running_an_agent_itself_is_held_to_the_same_depth() -> None:
+@pytest.mark.parametrize("where", ["async tool", "sync tool's thread"])
+def test_a_tool_running_an_agent_itself_is_held_to_the_same_depth(where: str) -> None:
+    # a sync tool runs on a thread of its own: the run it starts there (`run_sync`, a
+    # loop of its own) must still see which call it is inside, or it nests unbounded
     runs: list[str] = []
     refusals: list[str] = []
     agent: Agent
@@ -184,33 +187,8 @@ def test_a_tool_running_an_agent_itself_is_held_to_the_same_depth() -> None:
         result = await agent.run(task)
         return str(result.output)
 
-    def turn(request: ModelRequest) -> dict[str, Any]:
-        last = request.messages[-1]
-        if last.role == "tool":
-            if "nest at most 8 levels deep" in str(last.content):
-                refusals.append(str(last.content))
-            return {"text": "done"}
-        runs.append(str(last.content))
-        return {"tool_calls": [{"name": "deeper", "arguments": {"task": "again"}}]}
-
-    agent = Agent(FunctionModel(turn, keep_calls=False), tools=[deeper], trace_dir=False)
-    result = agent.run_sync("start")
-
-    assert result.status == "completed"
-    assert len(runs) == 9
-    (refusal,) = refusals  # the tool's error, read by the eighth level's model
-    assert "level 9" in refusal
-
-
-def test_a_sync_tool_running_an_agent_in_its_thread_is_held_to_the_same_depth() -> None:
-    # a sync tool runs on a thread of its own: the run it starts there (`run_sync`, a
-    # loop of its own) must still see which call it is inside, or it nests unbounded
-    runs: list[str] = []
-    refusals: list[str] = []
-    agent: Agent
-
-    @tool
-    def deeper(task: str) -> str:
+    @tool(name="deeper")
+    def deeper_in_thread(task: str) -> str:
         """Hand the task to another run, from this tool's own thread."""
         return str(agent.run_sync(task).output)
 
@@ -223,12 +201,13 @@ def test_a_sync_tool_running_an_agent_in_its_thread_is_held_to_the_same_depth() 
         runs.append(str(last.content))
         return {"tool_calls": [{"name": "deeper", "arguments": {"task": "again"}}]}
 
-    agent = Agent(FunctionModel(turn, keep_calls=False), tools=[deeper], trace_dir=False)
+    chosen = deeper if where == "async tool" else deeper_in_thread
+    agent = Agent(FunctionModel(turn, keep_calls=False), tools=[chosen], trace_dir=False)
     result = agent.run_sync("start")
 
     assert result.status == "completed"
     assert len(runs) == 9
-    (refusal,) = refusals
+    (refusal,) = refusals  # the tool's error, read by the eighth level's model
     assert "level 9" in refusal
 
 

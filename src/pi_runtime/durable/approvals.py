@@ -19,6 +19,7 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..exceptions import UserError
 from ..loop import Agent, RunResult
@@ -141,9 +142,19 @@ async def decide(
 
 def _continuation_failed(run_id: str, session_id: str, error: str) -> RunResult:
     """The result of a decided session whose continuation failed to start."""
-    return RunResult(
+    return _no_run(
+        run_id,
+        session_id,
         status="failed",
         stop_reason="internal_error",
+        error=f"the decision was recorded, but the session could not continue: {error}",
+    )
+
+
+def _no_run(run_id: str, session_id: str, **fields: Any) -> RunResult:
+    """A result for a session after a decision that ran no model (`fields`: its status,
+    stop reason and the rest that differ)."""
+    return RunResult(
         output=None,
         steps=0,
         usage=Usage(cost_usd=0.0),
@@ -152,7 +163,7 @@ def _continuation_failed(run_id: str, session_id: str, error: str) -> RunResult:
         trace=None,
         run_id=run_id,
         session_id=session_id,
-        error=f"the decision was recorded, but the session could not continue: {error}",
+        **fields,
     )
 
 
@@ -262,18 +273,8 @@ def _now(store: Store, decided: ApprovalRecord, event: Event) -> RunResult:
         if w.run_id == run_id and w.status == "pending"
     )
     messages = [s.message for s in store.load_messages(decided.session_id)]
-    base = RunResult(
-        status="awaiting",
-        stop_reason="awaiting_tool",
-        output=None,
-        steps=0,
-        usage=Usage(cost_usd=0.0),
-        metrics={},
-        messages=(),
-        trace=None,
-        run_id=run_id,
-        session_id=decided.session_id,
-        waits=waits,
+    base = _no_run(
+        run_id, decided.session_id, status="awaiting", stop_reason="awaiting_tool", waits=waits
     )
     result = still_awaiting(base, messages, pending, (event,))
     if pending or waits:
