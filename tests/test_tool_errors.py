@@ -121,13 +121,14 @@ def test_a_stored_job_error_reads_with_a_hint() -> None:
 
 
 def test_an_unanswered_call_of_a_stopped_session_run_keeps_its_words() -> None:
-    """`_unanswered` built its JSON by hand (without `ensure_ascii=False`, and no hint)."""
-    from pi_runtime.durable.sessions import _unanswered
+    """`unanswered` (durable sessions', once) built its JSON by hand (without
+    `ensure_ascii=False`, and no hint)."""
+    from pi_runtime.loop.run_result import unanswered
 
     call = ToolCall(id="c1", name="météo", arguments={}, raw="{}")
     new = [AssistantMessage(content=(call,))]
     stopped = _StubResult(status="failed", messages=())
-    (answer,) = _unanswered(stopped, new)  # type: ignore[arg-type]
+    (answer,) = unanswered(stopped, new)  # type: ignore[arg-type]
     assert answer.name == "météo" and answer.error is not None
     assert answer.error.kind == "cancelled"
     assert answer.content == error_text(answer.error)
