@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from ..loop import RunResult
 from ..messages import AssistantMessage, ToolCall, ToolResultMessage, clipped, parse_object
 from ..messages.canonical import canonical_json, canonical_value
-from ..tools.linear_pattern import SEARCH_TIMEOUT_S, backtracking, is_linear, matcher
+from ..tools.linear_pattern import SEARCH_TIMEOUT_S, is_linear, matcher
 from .suite import Case, ExpectedCall
 
 _SHOWN_CHARS = 160
 """What a failure line quotes of an answer or an error."""
-_backtracking: Callable[[str, int], Callable[[str], bool]] = lru_cache(maxsize=64)(backtracking)
 
 
 def calls_made(result: RunResult) -> list[tuple[ToolCall, bool]]:
@@ -71,18 +68,17 @@ def score(case: Case, result: RunResult) -> list[str]:
             try:
                 found = _found(case.expect_output, answer)
             except TimeoutError:
-                found = None
-            if found is None:
                 failures.append(
                     f"expect_output /{case.expect_output.pattern}/: the search gave up after "
                     f"{SEARCH_TIMEOUT_S:g} s on an answer of {len(answer)} characters (the "
                     "pattern backtracks: write it without lookaround or backreferences)"
                 )
-            elif not found:
-                failures.append(
-                    f"expect_output /{case.expect_output.pattern}/ not found in the answer: "
-                    f"{clipped(answer, _SHOWN_CHARS)}"
-                )
+            else:
+                if not found:
+                    failures.append(
+                        f"expect_output /{case.expect_output.pattern}/ not found in the "
+                        f"answer: {clipped(answer, _SHOWN_CHARS)}"
+                    )
     if case.expect_stop is not None and result.stop_reason != case.expect_stop:
         detail = f" ({clipped(result.error, _SHOWN_CHARS)})" if result.error else ""
         failures.append(f"expect_stop {case.expect_stop}: stopped {result.stop_reason}{detail}")
@@ -145,9 +141,10 @@ def _found(pattern: re.Pattern[str], answer: str) -> bool:
     `!` for `^(a+)+$`). A pattern with lookaround or a backreference, or compiled with
     flags, backtracks: it is searched for at most `SEARCH_TIMEOUT_S` (TimeoutError after).
     """
-    if pattern.flags & ~re.UNICODE or not is_linear(pattern.pattern):
-        return _backtracking(pattern.pattern, pattern.flags)(answer)
-    found = matcher(pattern.pattern)
+    flags = pattern.flags & ~re.UNICODE
+    found = matcher(pattern.pattern, flags)
+    if flags or not is_linear(pattern.pattern):
+        return found(answer)
     # `$` matches before a final line break too in `re`, only at the very end in the other
     return found(answer) or (answer.endswith("\n") and found(answer[:-1]))
 

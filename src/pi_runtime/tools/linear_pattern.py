@@ -28,15 +28,16 @@ from ..memo import Bounded
 
 SEARCH_TIMEOUT_S = 1.0
 """The longest one backtracking search may take (then TimeoutError, or no match)."""
-_MATCHERS: Bounded[str, Callable[[str], bool]] = Bounded(1024)
+_MATCHERS: Bounded[tuple[str, int], Callable[[str], bool]] = Bounded(1024)
 
 
-def matcher(pattern: str) -> Callable[[str], bool]:
-    """Whether a text holds a match of `pattern` anywhere (JSON Schema's meaning).
-    TimeoutError when a backtracking pattern (see `backtracking`) gave up on the text."""
-    found = _MATCHERS.get(pattern)
+def matcher(pattern: str, flags: int = 0) -> Callable[[str], bool]:
+    """Whether a text holds a match of `pattern` anywhere (JSON Schema's meaning; `flags`:
+    `re`'s, which only the backtracking engine takes). TimeoutError when a backtracking
+    search gave up on the text (see `_backtracking`)."""
+    found = _MATCHERS.get((pattern, flags))
     if found is None:
-        found = _MATCHERS.put(pattern, _compiled(pattern))
+        found = _MATCHERS.put((pattern, flags), _compiled(pattern, flags))
     return found
 
 
@@ -46,7 +47,7 @@ def is_linear(pattern: str) -> bool:
     return _linear(pattern) is not None
 
 
-def backtracking(pattern: str, flags: int = 0) -> Callable[[str], bool]:
+def _backtracking(pattern: str, flags: int) -> Callable[[str], bool]:
     """Whether a text holds a match of `pattern` (with `re`'s `flags`), searched by a
     backtracking engine that raises TimeoutError after `SEARCH_TIMEOUT_S`. (A pattern
     `re` compiles and `regex` does not, which is rare, is searched by `re`, unbounded.)"""
@@ -65,10 +66,10 @@ def _linear(pattern: str) -> SchemaValidator | None:
         return None
 
 
-def _compiled(pattern: str) -> Callable[[str], bool]:
-    check = _linear(pattern)
+def _compiled(pattern: str, flags: int) -> Callable[[str], bool]:
+    check = None if flags else _linear(pattern)
     if check is None:
-        return backtracking(pattern)
+        return _backtracking(pattern, flags)
     return lambda text: bool(check.isinstance_python(text))
 
 
