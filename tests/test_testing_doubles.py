@@ -4,12 +4,14 @@ script builders in `pi_runtime.testing`."""
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 
 import pytest
 
 from pi_runtime import Agent, ModelError, tool
 from pi_runtime.messages import ToolCall, UserMessage
-from pi_runtime.models import ModelRequest, ToolDefinition
+from pi_runtime.models import ModelRequest, ToolDefinition, resolve_model
 from pi_runtime.testing import (
     FunctionModel,
     ScriptedModel,
@@ -79,6 +81,24 @@ def test_assert_complete_passes_when_the_run_used_the_whole_script() -> None:
     model.assert_complete()
     assert result.output == "5"
     assert [call.step for call in model.calls] == [0, 1]
+
+
+def test_a_scripted_model_named_by_a_spec_keeps_no_requests_and_still_checks_its_script(
+    tmp_path: Path,
+) -> None:
+    # a worker or server builds it once and serves every run with it: keeping each
+    # request would hold every conversation it ever saw
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"steps": [{"text": "one"}, {"text": "two"}]}))
+    model = resolve_model(f"scripted:{script}")
+    assert isinstance(model, ScriptedModel)
+    agent = Agent(model, trace_dir=False)
+    for _ in range(3):
+        assert agent.run_sync("hi").output == "one"
+
+    assert model.calls == [] and model.requests == []
+    with pytest.raises(AssertionError, match=r"steps \[1\] were never asked for"):
+        model.assert_complete()
 
 
 def test_asking_past_the_script_is_still_a_model_error() -> None:

@@ -117,6 +117,9 @@ class ScriptedModel:
         name: the model name recorded in traces.
         context_window: the window the model reports (None: unknown, the builder's
             default applies), to test how a run budgets for a small model.
+        keep_calls: keep each request (`requests`, `calls`). Off, it keeps none: a model
+            a worker or server builds from a spec serves every run it does, and nothing
+            reads them back there.
     """
 
     def __init__(
@@ -125,6 +128,7 @@ class ScriptedModel:
         *,
         name: str = "scripted",
         context_window: int | None = None,
+        keep_calls: bool = True,
     ) -> None:
         try:
             self.steps = [
@@ -134,30 +138,34 @@ class ScriptedModel:
             raise UserError(f"bad script step:\n{exc}") from exc
         self.name = name
         self.context_window = context_window
+        self.keep_calls = keep_calls
+        self._asked: set[int] = set()  # the steps asked for, kept calls or not
         self.requests: list[ModelRequest] = []
         self.calls: list[ModelRequest] = []
         """A detached copy of each request, in order: later changes to what the caller
         passed (tool schemas, argument dicts) do not alter what the test reads here."""
 
     @classmethod
-    def from_file(cls, path: str | Path) -> ScriptedModel:
-        return cls(load_script(path), name=f"scripted:{path}")
+    def from_file(cls, path: str | Path, *, keep_calls: bool = True) -> ScriptedModel:
+        return cls(load_script(path), name=f"scripted:{path}", keep_calls=keep_calls)
 
     def assert_complete(self) -> None:
         """Fail unless every step of the script was asked for (a step asked again after a
         retry is fine; a step never reached means the run ended earlier than scripted)."""
-        unused = sorted(set(range(len(self.steps))) - {request.step for request in self.calls})
+        unused = sorted(set(range(len(self.steps))) - self._asked)
         if unused:
             raise AssertionError(
                 f"script has {len(self.steps)} steps; steps {unused} were never asked for"
             )
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        self.requests.append(request)
-        self.calls.append(copy.deepcopy(request))
+        if self.keep_calls:
+            self.requests.append(request)
+            self.calls.append(copy.deepcopy(request))
         index = request.step
         if index >= len(self.steps):
             raise ModelError(f"script has {len(self.steps)} steps; step {index + 1} was asked for")
+        self._asked.add(index)
         step = self.steps[index]
         if step.delay_ms:
             await asyncio.sleep(step.delay_ms / 1000)

@@ -56,7 +56,7 @@ def resolve_model(
     if prefix == "scripted":
         if not rest:
             raise UserError("scripted model needs a script path: scripted:PATH")
-        return ScriptedModel.from_file(rest)
+        return ScriptedModel.from_file(rest, keep_calls=False)  # no one holds it to read
     if prefix == "replay":
         if not rest:
             raise UserError("replay model needs a trace path: replay:TRACE")
