@@ -61,6 +61,10 @@ class SqlBase:
             self._stops.close()
         self._engine.dispose()
 
+    def _connect(self, *, read: bool) -> Connection:
+        """A pooled connection for one operation (`read`: one that writes nothing)."""
+        return self._engine.connect()
+
     def _begin(self, conn: Connection, *, read: bool) -> None:
         """What the backend does as a transaction opens (nothing: SQLAlchemy began it)."""
 
@@ -73,7 +77,7 @@ class SqlBase:
         for attempt in range(_RETRIES):
             committing = False
             try:
-                with self._engine.connect() as conn, conn.begin() as tx:
+                with self._connect(read=read) as conn, conn.begin() as tx:
                     self._begin(conn, read=read)
                     state = Tx(conn, self._clock(), self.row_locks)
                     done = op(state)
