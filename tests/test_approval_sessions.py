@@ -30,6 +30,7 @@ from pi_runtime.durable.recipe import Recipe
 from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
+from pi_runtime.observe import read_trace
 from pi_runtime.tools import fingerprint, idempotency_key
 
 SHOP = '''
@@ -454,11 +455,16 @@ def test_an_approval_and_a_background_job_of_one_reply_are_both_awaited(
     assert (halfway.status, halfway.stop_reason) == ("awaiting", "awaiting_tool")
     assert store.get_session("s1").status == "awaiting_server_tool"  # type: ignore[union-attr]
 
-    stats = asyncio.run(Worker(store, poll_s=0.01, trace_dir=False).run(once=True))
+    traces = shop / "traces"
+    stats = asyncio.run(Worker(store, poll_s=0.01, trace_dir=traces).run(once=True))
     assert dict(stats.runs) == {"completed": 1}
     view = snapshot(store)
     assert view["status"] == "completed"
     assert view["messages"][-1]["content"][0]["text"] == "Report and refund done."
+    # the run the job's delivery continued opens with the decision taken before it
+    (after,) = [r for r in store.list_runs("s1") if r.kind == "server_result"]
+    opening = [e["kind"] for e in read_trace(traces / f"{after.id}.jsonl")][:2]
+    assert opening == ["run_started", "approval_granted"]
 
 
 def test_cancelling_answers_the_waiting_calls_and_a_later_decision_is_refused(

@@ -12,7 +12,7 @@ from durable_support import *  # noqa: F403  (the store fixtures)
 from pi_runtime.durable import JobEnding, LeaseLost, Store
 from pi_runtime.durable.results import ending_message, json_result, qrp1_result, result_message
 from pi_runtime.exceptions import UserError
-from pi_runtime.messages import AssistantMessage, ToolCall, UserMessage
+from pi_runtime.messages import AssistantMessage, ToolCall, ToolResultMessage, UserMessage
 from test_store_delivery import start_awaiting, tool_results
 
 
@@ -46,6 +46,26 @@ def test_an_awaited_job_ending_is_delivered_with_it_and_its_continuation_taken(
     again = store.deliver(done.delivery.event_id, message)
     assert again.outcome == "duplicate" and again.continuation is None
     assert tool_results(store, flow.session_id) == [message]
+
+
+def test_a_job_whose_call_another_path_answered_ends_as_a_duplicate_delivery(
+    store: Store,
+) -> None:
+    flow = start_awaiting(store)
+    other = ToolResultMessage(tool_call_id="call-0", name="compute", content="x")
+    store.append_messages(flow.session_id, [other])
+    job_id = _claimed(store)
+    job = store.get_job(job_id)
+    assert job is not None
+    ending = JobEnding(status="succeeded", result=2)
+
+    done = store.finish_job(job_id, "w", ending, message=ending_message(job, ending),
+                            take=True, lease_s=30)  # fmt: skip
+
+    assert done.job.status == "succeeded"
+    assert done.delivery is not None and done.delivery.outcome == "duplicate"
+    assert done.delivery.continuation is not None  # the wait is over all the same
+    assert tool_results(store, flow.session_id) == [other]  # answered once, by the other
 
 
 def test_a_job_ending_before_its_wait_is_delivered_once_the_wait_comes(store: Store) -> None:

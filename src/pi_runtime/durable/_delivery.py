@@ -20,7 +20,7 @@ from ..messages import (
     tool_error_info,
     tool_error_result,
 )
-from . import _approvals, _jobs, _runs, _sessions, _waits
+from . import _approvals, _jobs, _rows, _runs, _sessions, _waits
 from . import schema as t
 from ._leasing import claim_of, claim_under_lease
 from ._stmts import NOW, key
@@ -70,6 +70,19 @@ _EVENT = (
     .join(t.jobs, t.jobs.c.id == t.outbox.c.job_id)
     .where(t.outbox.c.id == bindparam(key("id")))
 )
+_AWAITED = select(
+    t.waits,
+    exists()
+    .where(
+        t.messages.c.session_id == t.waits.c.session_id,
+        t.messages.c.tool_call_id == t.waits.c.tool_call_id,
+    )
+    .label("answered"),
+).where(
+    t.waits.c.session_id == bindparam(key("session_id")),
+    t.waits.c.tool_call_id == bindparam(key("tool_call_id")),
+)
+"""A call's wait, and whether the call is answered already: one read, not two."""
 _WAIT_OF_EVENT = (
     select(t.waits.c.session_id, t.waits.c.tool_call_id)
     .select_from(t.outbox.outerjoin(t.waits, t.waits.c.job_id == t.outbox.c.job_id))
@@ -131,9 +144,11 @@ def deliver(
     if event.delivered_at is not None:
         done = {"event_id": event_id, "session_id": session_id, "tool_call_id": tool_call_id}
         return Delivery(outcome="duplicate", **done)
-    wait = _waits.get_wait(tx, session_id, tool_call_id)
-    assert wait is not None
-    return _deliver_to(tx, event_id, session, wait, message, take)
+    awaited = _awaited(tx, session_id, tool_call_id)
+    assert awaited is not None
+    wait, outcome = awaited
+    _mark(tx, event_id, outcome)
+    return _deliver_to(tx, event_id, session, wait, message, take, outcome=outcome)
 
 
 def _deliver_to(
@@ -144,18 +159,13 @@ def _deliver_to(
     message: ToolResultMessage,
     take: tuple[str, float] | None,
     *,
-    outcome: str | None = None,
+    outcome: str,
 ) -> Delivery:
-    """Deliver the undelivered event `event_id` for `wait` (the caller locked `session`,
-    its row as read since). `outcome`: what `_outcome` said of `wait` in this
-    transaction, when the caller wrote the event with it (else it is decided here and
-    the event marked)."""
+    """Deliver the event `event_id` for `wait`, marked `outcome` (what `_awaited` said
+    of `wait` in this transaction; the caller locked `session`, its row as read since)."""
     session_id, tool_call_id = wait.session_id, wait.tool_call_id
     done: dict[str, Any] = {"event_id": event_id, "session_id": session_id}
     done["tool_call_id"] = tool_call_id
-    if outcome is None:
-        outcome = _outcome(tx, wait)
-        _mark(tx, event_id, outcome)
     if outcome == "ignored":
         return Delivery(outcome="ignored", **done)
     if outcome == "duplicate":
@@ -181,14 +191,20 @@ def _deliver_to(
     return Delivery(outcome="delivered", seq=seq, continuation=continuation, inputs=inputs, **done)
 
 
-def _outcome(tx: Tx, wait: WaitRecord) -> str:
-    """What delivering a result to `wait` does: nothing for a cancelled wait (`ignored`),
-    nothing for a call already answered (`duplicate`), else appends it (`delivered`)."""
+def _awaited(tx: Tx, session_id: str, tool_call_id: str) -> tuple[WaitRecord, str] | None:
+    """The call's wait, if any, and what delivering a result to it does: nothing for a
+    cancelled wait (`ignored`), nothing for a call already answered (`duplicate`), else
+    appends it (`delivered`)."""
+    params = {key("session_id"): session_id, key("tool_call_id"): tool_call_id}
+    row = tx.conn.execute(_AWAITED, params).one_or_none()
+    if row is None:
+        return None
+    wait = _rows.wait(row)
     if wait.status == "cancelled":
-        return "ignored"
-    if wait.status == "delivered" or _sessions.has_result(tx, wait.session_id, wait.tool_call_id):
-        return "duplicate"
-    return "delivered"
+        return wait, "ignored"
+    if wait.status == "delivered" or row.answered:
+        return wait, "duplicate"
+    return wait, "delivered"
 
 
 def finish_job(
@@ -218,13 +234,13 @@ def finish_job(
     held = _jobs.held(tx, job_id, owner)  # read after its session's lock: current
     if session is None or held.tool_call_id is None:  # a job of no conversation's call
         return FinishedJob(job=_jobs.end(tx, held, ending).job)
-    wait = _waits.get_wait(tx, held.session_id, held.tool_call_id)
+    awaited = _awaited(tx, held.session_id, held.tool_call_id)
     # No notice: the event is delivered here, or claimable only once its wait is
     # registered, which gives notice itself.
-    if wait is None or wait.job_id != job_id:  # not awaited (yet), or not this job
+    if awaited is None or awaited[0].job_id != job_id:  # not awaited (yet), or not this job
         return FinishedJob(job=_jobs.end(tx, held, ending, notify=False).job)
     # decided first, so the event is written as delivered (not written, then marked)
-    outcome = _outcome(tx, wait)
+    wait, outcome = awaited
     ended = _jobs.end(tx, held, ending, notify=False, outcome=outcome)
     delivery = _deliver_to(tx, ended.event_id, session, wait, message, take, outcome=outcome)
     return FinishedJob(job=ended.job, delivery=delivery)

@@ -54,15 +54,13 @@ _SESSION_AFTER = {
 
 
 def turn_inputs(tx: Tx, run: RunRecord) -> TurnInputs:
-    continued = run.kind == "server_result" and run.parent_run_id is not None
+    parent = run.parent_run_id if run.kind == "server_result" else None
     return TurnInputs(
         messages=_sessions.load_messages(tx, run.session_id, known=True),
         requested=requested_runs(run, lambda run_id: get_run(tx, run_id)),
-        approvals=[
-            a for a in _approvals.list_for(tx, run.session_id) if a.run_id == run.parent_run_id
-        ]
-        if continued
-        else [],
+        approvals=[]
+        if parent is None or parent in tx.no_decisions
+        else [a for a in _approvals.list_for(tx, run.session_id) if a.run_id == parent],
     )
 
 
@@ -303,6 +301,8 @@ def queue_continuation(
         return None
     if decisions - {"approved", "rejected"}:  # a person has yet to decide, or cancelled
         return None
+    if not decisions:
+        tx.no_decisions.add(parent_run_id)
     if found["child"]:
         return None  # continued already
     run_id = new_id("run")

@@ -49,12 +49,16 @@ class Tx:
             the transaction itself is exclusive.
         stopped: the keys (`_stops.run_key`, `job_key`) of held work this transaction
             cancelled, told to their holders once it commits.
+        no_decisions: runs this transaction found to have left no call for a person to
+            decide (`_runs.queue_continuation`): what continues them reads none. A run's
+            decisions are registered as it ends, never after.
     """
 
     conn: Connection
     now: datetime
     row_locks: bool
     stopped: list[str] = field(default_factory=list)
+    no_decisions: set[str] = field(default_factory=set)
 
     # FOR NO KEY UPDATE: keys never change, so inserts whose foreign keys point at a
     # locked row (a job enqueued into a locked session) need not wait for it.
