@@ -298,3 +298,33 @@ def test_the_delivering_worker_may_take_the_continuation_it_queues(store: Store)
     assert store.claim_work("other", lease_s=300) is None  # nobody else runs it
     store.finish_run(taken.id, owner="w", status="completed", stop_reason="end_turn")
     assert store.get_session(session.id).status == "completed"  # type: ignore[union-attr]
+
+
+def _statements(store: Store) -> list[str]:
+    """The first words of each statement `store` sends from now on."""
+    from sqlalchemy import event
+
+    sent: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *_: object) -> None:
+        sent.append(" ".join(statement.split()[:2]))
+
+    event.listen(store._engine, "before_cursor_execute", record)  # type: ignore[attr-defined]
+    return sent
+
+
+def test_a_claim_looks_only_for_the_kinds_of_work_there_are(store: Store) -> None:
+    # Events and runs are rare (a result is delivered, and its continuation taken, as the
+    # job ends): a claim reads which kinds there are in one statement, then looks only
+    # there. An idle claim is that one read (three looks on PostgreSQL before).
+    sent = _statements(store)
+    assert store.claim_work("idle", look_first=False) is None
+    assert len(sent) == 1 and sent[0].startswith("SELECT")
+    store.enqueue_job("compute", {}, retry_safe=True)
+    sent.clear()
+
+    job = store.claim_work("w", look_first=False)
+
+    assert isinstance(job, JobRecord) and job.lease_owner == "w"
+    looked = [s for s in sent if s.startswith("SELECT") and s.endswith(".id,")]
+    assert looked == ["SELECT jobs.id,"], sent  # not outbox.id, not runs.id

@@ -24,6 +24,11 @@ _ANY = select(
     | exists().where(_runs.CLAIMABLE_RUNS)
     | exists().where(_jobs.CLAIMABLE_JOBS)
 )
+_KINDS = select(
+    exists().where(_delivery.CLAIMABLE_EVENTS).label("events"),
+    exists().where(_runs.CLAIMABLE_RUNS).label("runs"),
+    exists().where(_jobs.CLAIMABLE_JOBS).label("jobs"),
+)
 
 
 def anything_claimable(tx: Tx) -> bool:
@@ -32,11 +37,18 @@ def anything_claimable(tx: Tx) -> bool:
 
 
 def claim_work(tx: Tx, owners: Sequence[str], lease_s: float, max_attempts: int) -> list[Work]:
-    """Up to one piece of work per owner, most urgent first; the k-th held by `owners[k]`."""
+    """Up to one piece of work per owner, most urgent first; the k-th held by `owners[k]`.
+
+    It first reads which kinds there are to claim, in one statement: events and runs are
+    rare (a job's result is delivered, and its continuation taken, as the job ends), so
+    a look for each would mostly find nothing, and an idle worker's claim is one read.
+    A kind that appears after that read waits for the next claim."""
+    kinds = tx.conn.execute(_KINDS, {"now": tx.now}).one()
     work: list[Work] = []
-    work += _delivery.claim_events(tx, owners, lease_s)
-    if len(work) < len(owners):
+    if kinds.events:
+        work += _delivery.claim_events(tx, owners, lease_s)
+    if kinds.runs and len(work) < len(owners):
         work += _runs.claim_runs(tx, owners[len(work) :], lease_s, max_attempts)
-    if len(work) < len(owners):
+    if kinds.jobs and len(work) < len(owners):
         work += _jobs.claim_jobs(tx, owners[len(work) :], lease_s)
     return work
