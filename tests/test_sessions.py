@@ -24,6 +24,7 @@ from pi_runtime import ToolResultMessage, UnrecoverableError, UserError, tool
 from pi_runtime.durable import LeaseLost, Store
 from pi_runtime.durable._session_agents import SessionAgents
 from pi_runtime.durable.recipe import Recipe, stored_recipe
+from pi_runtime.durable.records import requested_runs
 from pi_runtime.durable.sessions import open_session, run_turn
 from pi_runtime.durable.worker import Worker
 from pi_runtime.loop import run_blocking
@@ -638,3 +639,31 @@ def test_a_sessions_lock_does_not_read_its_agent(store: Store, tmp_path: Path) -
     # and what a lock reads still serves the store's own record of the session
     session = store.get_session("lean")
     assert session is not None and session.agent == recipe.to_dict()
+
+
+def test_a_continuation_reads_the_runs_its_request_came_through_in_one_statement(
+    store: Store, tmp_path: Path
+) -> None:
+    # Three orders one after another: the request goes through three continuations.
+    # What each reads of the runs before it (the request's limits and elapsed time) is
+    # one statement, however long the chain (the k-th read k runs, one at a time).
+    orders = [
+        {"tool_calls": [{"name": "place_order", "arguments": {"symbol": "ACME", "qty": qty}}]}
+        for qty in (1, 2, 3)
+    ]
+    script = write(tmp_path, "three.json", {"steps": [*orders, {"text": "Done."}]})
+    recipe = in_session(store, "chain", script, "test_sessions:TRADING")
+    start_turn(store, "chain", recipe, "buy ACME three times")
+    stats = work(store)
+    assert dict(stats.runs) == {"awaiting": 2, "completed": 1}
+
+    runs = store.list_runs("chain")
+    assert [r.kind for r in runs] == ["user", "server_result", "server_result", "server_result"]
+    whole: list[str] = []
+    count_statements(store, whole)
+    for k, run in enumerate(runs[1:], start=1):
+        whole.clear()
+        requested = store.turn_inputs(run).requested
+        assert len([s for s in whole if "FROM runs" in s]) == 1
+        assert [r.id for r in requested] == [r.id for r in reversed(runs[:k])]
+        assert requested == requested_runs(run, store.get_run)  # as walked a run at a time

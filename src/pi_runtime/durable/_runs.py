@@ -45,6 +45,24 @@ distinct statuses, and whether a continuation of it exists. Four statements befo
 way of every job."""
 
 # The session status a finished run leaves behind.
+_MAX_CHAIN = 10_000  # continuations a request may pass through: a guard, never reached
+
+_step = select(
+    t.runs.c.id, t.runs.c.parent_run_id, t.runs.c.kind, literal_column("1").label("depth")
+).where(t.runs.c.id == _PARENT)
+_CHAIN = _step.cte("chain", recursive=True)
+_CHAIN = _CHAIN.union_all(
+    select(t.runs.c.id, t.runs.c.parent_run_id, t.runs.c.kind, _CHAIN.c.depth + 1).where(
+        t.runs.c.id == _CHAIN.c.parent_run_id,
+        _CHAIN.c.kind != "user",
+        _CHAIN.c.depth < _MAX_CHAIN,
+    )
+)
+_REQUESTED = select(t.runs).join(_CHAIN, _CHAIN.c.id == t.runs.c.id).order_by(_CHAIN.c.depth)
+"""The runs a request came through, from a run's parent up to the user run that made
+the request: one statement however many continuations there were (one a run before:
+the k-th continuation of a request read k runs)."""
+
 _SESSION_AFTER = {
     "completed": "completed",
     "stopped": "stopped",
@@ -57,11 +75,20 @@ def turn_inputs(tx: Tx, run: RunRecord) -> TurnInputs:
     parent = run.parent_run_id if run.kind == "server_result" else None
     return TurnInputs(
         messages=_sessions.load_messages(tx, run.session_id, known=True),
-        requested=requested_runs(run, lambda run_id: get_run(tx, run_id)),
+        requested=_requested(tx, run),
         approvals=[]
         if parent is None or parent in tx.no_decisions
         else [a for a in _approvals.list_for(tx, run.session_id) if a.run_id == parent],
     )
+
+
+def _requested(tx: Tx, run: RunRecord) -> list[RunRecord]:
+    """`requested_runs(run, ...)`, read in one statement."""
+    if run.kind == "user" or run.parent_run_id is None:
+        return []
+    rows = tx.conn.execute(_REQUESTED, {key("parent_run_id"): run.parent_run_id})
+    chain = {r.id: _rows.run(r) for r in rows}  # (a cycle, were one stored, ends it)
+    return requested_runs(run, chain.get)
 
 
 def get_run(tx: Tx, run_id: str) -> RunRecord | None:
