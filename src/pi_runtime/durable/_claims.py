@@ -19,11 +19,6 @@ from .records import JobRecord, OutboxEvent, RunRecord
 Work = OutboxEvent | RunRecord | JobRecord
 
 
-_ANY = select(
-    exists().where(_delivery.CLAIMABLE_EVENTS)
-    | exists().where(_runs.CLAIMABLE_RUNS)
-    | exists().where(_jobs.CLAIMABLE_JOBS)
-)
 _KINDS = select(
     exists().where(_delivery.CLAIMABLE_EVENTS).label("events"),
     exists().where(_runs.CLAIMABLE_RUNS).label("runs"),
@@ -33,7 +28,7 @@ _KINDS = select(
 
 def anything_claimable(tx: Tx) -> bool:
     """Whether a claim could find something now (it may still lose the race for it)."""
-    return bool(tx.conn.execute(_ANY, {"now": tx.now}).scalar())
+    return any(tx.conn.execute(_KINDS, {"now": tx.now}).one())
 
 
 def claim_work(tx: Tx, owners: Sequence[str], lease_s: float, max_attempts: int) -> list[Work]:

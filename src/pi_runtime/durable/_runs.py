@@ -44,13 +44,13 @@ _PROGRESS = union_all(
 distinct statuses, and whether a continuation of it exists. Four statements before, on the
 way of every job."""
 
-# The session status a finished run leaves behind.
 _MAX_CHAIN = 10_000  # continuations a request may pass through: a guard, never reached
 
-_step = select(
-    t.runs.c.id, t.runs.c.parent_run_id, t.runs.c.kind, literal_column("1").label("depth")
-).where(t.runs.c.id == _PARENT)
-_CHAIN = _step.cte("chain", recursive=True)
+_CHAIN = (
+    select(t.runs.c.id, t.runs.c.parent_run_id, t.runs.c.kind, literal_column("1").label("depth"))
+    .where(t.runs.c.id == _PARENT)
+    .cte("chain", recursive=True)
+)
 _CHAIN = _CHAIN.union_all(
     select(t.runs.c.id, t.runs.c.parent_run_id, t.runs.c.kind, _CHAIN.c.depth + 1).where(
         t.runs.c.id == _CHAIN.c.parent_run_id,
@@ -58,11 +58,12 @@ _CHAIN = _CHAIN.union_all(
         _CHAIN.c.depth < _MAX_CHAIN,
     )
 )
-_REQUESTED = select(t.runs).join(_CHAIN, _CHAIN.c.id == t.runs.c.id).order_by(_CHAIN.c.depth)
+_REQUESTED = select(t.runs).join(_CHAIN, _CHAIN.c.id == t.runs.c.id)
 """The runs a request came through, from a run's parent up to the user run that made
 the request: one statement however many continuations there were (one a run before:
 the k-th continuation of a request read k runs)."""
 
+# The session status a finished run leaves behind.
 _SESSION_AFTER = {
     "completed": "completed",
     "stopped": "stopped",
