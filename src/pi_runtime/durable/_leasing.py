@@ -27,7 +27,7 @@ from sqlalchemy import (
     select,
 )
 
-from ._stmts import NOW, key, locked
+from ._stmts import NOW, fixed, key, locked
 from ._tx import Tx, check_id, check_lease
 
 MAX_SWEEP = 32  # candidates a claim may settle or pass over before giving up for now
@@ -40,10 +40,12 @@ _LIMIT: BindParameter[int] = bindparam("limit", type_=Integer)
 
 def queued_or_expired(table: Table) -> ColumnElement[bool]:
     """`table`'s rows a claim may take: queued, or running under a lease that ran out
-    (compared with `NOW`)."""
+    (compared with `NOW`). The statuses are written in (`fixed`): most rows of a store
+    in use are finished, and only a plan that knows which status is asked for reads the
+    claim index instead of the table."""
     return or_(
-        table.c.status == "queued",
-        and_(table.c.status == "running", table.c.lease_expires_at < NOW),
+        table.c.status == fixed("queued"),
+        and_(table.c.status == fixed("running"), table.c.lease_expires_at < NOW),
     )
 
 

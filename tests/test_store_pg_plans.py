@@ -1,0 +1,121 @@
+"""A claim's look reads the claim indexes however much history the store holds.
+
+psycopg prepares a statement after its fifth run, and PostgreSQL then plans it once for
+any parameters (a generic plan). A status bound as a parameter reads there as "some
+status": with 100,000 finished runs the look before each claim read the whole table
+(32 ms, where the job it claimed cost 10). The claim statements write their statuses in,
+so even their generic plans know `status = 'queued'` is rare and read the index. Here
+each is planned as a prepared statement would be after its fifth run, on a store whose
+rows are nearly all finished.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from psycopg import sql
+from sqlalchemy import Select
+
+from durable_support import *  # noqa: F403  (the store fixtures)
+from durable_support import PgCluster
+from pi_runtime.durable import _claims, _jobs, _runs, open_store
+from pi_runtime.durable._stmts import fixed
+from pi_runtime.durable.store import Store
+
+HISTORY = 20_000
+_FILL = (
+    "INSERT INTO sessions (id, status, version, message_count, created_at, updated_at)"
+    " SELECT 'h' || g, 'completed', 3, 2, now(), now() FROM generate_series(1, {n}) g",
+    "INSERT INTO runs (id, session_id, kind, status, stop_reason, attempts, created_at)"
+    " SELECT 'hr' || g, 'h' || g, 'user', 'completed', 'final_answer', 1, now()"
+    " FROM generate_series(1, {n}) g",
+    "INSERT INTO jobs (id, session_id, tool_call_id, tool, arguments, status, retry_safe,"
+    " max_attempts, attempts, created_at, updated_at)"
+    " SELECT 'hj' || g, 'h' || g, 'c' || g, 'noop', '{{}}', 'succeeded', true, 3, 1, now(),"
+    " now() FROM generate_series(1, {n}) g",
+)
+
+
+@pytest.fixture
+def store(pg_cluster: PgCluster) -> Iterator[Store]:
+    name = pg_cluster.create_schema()
+    opened = open_store(pg_cluster.url(schema=name))
+    try:
+        with opened._engine.connect() as conn:  # type: ignore[attr-defined]
+            raw = conn.connection.dbapi_connection
+            assert raw is not None
+            raw.autocommit = True
+            try:
+                with raw.cursor() as cur:
+                    for statement in _FILL:
+                        cur.execute(statement.format(n=HISTORY))
+                    cur.execute("ANALYZE")
+            finally:
+                raw.autocommit = False  # as the pool hands connections out
+        yield opened
+    finally:
+        opened.close()
+        pg_cluster.drop_schema(name)
+
+
+def _generic_plan(store: Store, stmt: Select[Any], params: dict[str, Any]) -> str:
+    """The plan PostgreSQL gives `stmt` prepared, for any parameters (as after its fifth
+    run through psycopg), shown for `params`."""
+    engine = store._engine  # type: ignore[attr-defined]
+    compiled = stmt.compile(dialect=engine.dialect)
+    names: list[str] = []
+
+    def numbered(match: re.Match[str]) -> str:
+        if match[1] not in names:
+            names.append(match[1])
+        return f"${names.index(match[1]) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", numbered, str(compiled))
+    values = compiled.construct_params(params)
+    with engine.connect() as conn:
+        raw = conn.connection.dbapi_connection
+        with raw.cursor() as cur:
+            cur.execute("SET plan_cache_mode = force_generic_plan")
+            cur.execute(sql.SQL("PREPARE look AS {}").format(sql.SQL(text)))  # type: ignore[arg-type]
+            args = sql.SQL(", ").join(sql.Literal(values[name]) for name in names)
+            cur.execute(sql.SQL("EXPLAIN EXECUTE look({})").format(args))
+            plan = "\n".join(row[0] for row in cur.fetchall())
+            cur.execute("DEALLOCATE look")
+            cur.execute("RESET plan_cache_mode")
+        conn.rollback()
+    return plan
+
+
+def _reads_whole(plan: str) -> list[str]:
+    return re.findall(r"Seq Scan on (runs|jobs)\b", plan)
+
+
+def test_the_look_before_a_claim_reads_no_whole_table(store: Store) -> None:
+    plan = _generic_plan(store, _claims._KINDS, {"now": datetime.now(UTC)})
+    assert "'queued'" in plan  # the status is in the plan, not a parameter
+    assert _reads_whole(plan) == [], plan
+
+
+@pytest.mark.parametrize("claim", [_jobs._CLAIM, _runs._CLAIM], ids=["jobs", "runs"])
+def test_a_claims_pick_reads_no_whole_table(store: Store, claim: Any) -> None:
+    plan = _generic_plan(store, claim.pick[True], {"now": datetime.now(UTC), "limit": 4})
+    assert _reads_whole(plan) == [], plan
+
+
+def test_the_store_still_claims_what_is_queued_among_the_history(store: Store) -> None:
+    store.create_session("live")
+    job = store.enqueue_job("noop", {}, session_id="live", tool_call_id="call-1")
+    claimed = store.claim_batch(["w/0"], lease_s=5.0, max_attempts=3)
+    assert [getattr(work, "id", None) for work in claimed] == [job.id]
+    assert store.claim_batch(["w/0"], lease_s=5.0, max_attempts=3) == []
+
+
+def test_fixed_writes_only_plain_words() -> None:
+    assert str(fixed("queued")) == "'queued'"
+    for bad in ("it's", "queued'; DROP TABLE jobs; --", "Queued", "", "a b"):
+        with pytest.raises(ValueError, match="not a lowercase word"):
+            fixed(bad)
