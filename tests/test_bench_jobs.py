@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from durable_support import *  # noqa: F403  (the PostgreSQL cluster fixture)
 from durable_support import PgCluster
+from pi_runtime.bench.history import fill_history
+from pi_runtime.durable import open_store
 
 PI = Path(sys.executable).parent / "pi"
 ROW_FIELDS = {"backend", "workers", "jobs", "jobs_per_s", "p50_ms", "p99_ms", "duplicates", "lost"}
@@ -20,13 +24,14 @@ def test_bench_jobs_json_rows_have_the_contract_fields(
 ) -> None:
     done = subprocess.run(
         [str(PI), "bench", "jobs", "--json", "--jobs", "6", "--workers", "1", "-c", "2",
-         "--pg-url", pg_cluster.url(), "--out", str(tmp_path)],
+         "--pg-url", pg_cluster.url(), "--out", str(tmp_path), "--history", "30"],
         capture_output=True, text=True, timeout=240, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["bench"] == "jobs" and result["unavailable"] == {}
     assert result["settings"]["concurrency"] == 2  # slots per worker (they share claims)
+    assert result["settings"]["history"] == 30  # finished sessions in each row's store
     rows = result["rows"]
     assert [(r["backend"], r["mode"], r["workers"]) for r in rows] == [
         ("sqlite", "bare", 1), ("sqlite", "bare", 2),
@@ -69,3 +74,32 @@ def test_bench_jobs_refuses_no_slots(tmp_path: Path) -> None:
         cwd=tmp_path,
     )  # fmt: skip
     assert refused.returncode == 2 and "--concurrency" in refused.stderr
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_history_is_finished_work_a_store_reads_and_never_claims(
+    backend: str, pg_cluster: PgCluster, tmp_path: Path
+) -> None:
+    schema = pg_cluster.create_schema() if backend == "postgresql" else None
+    url = pg_cluster.url(schema=schema) if schema else f"sqlite:///{tmp_path / 'h.db'}"
+    store = open_store(url)  # the store's own tables, then its history
+    try:
+        fill_history(backend, url, 0)
+        assert store.get_session("h1") is None
+        fill_history(backend, url, 25)
+        session = store.get_session("h7")
+        assert session is not None and session.status == "completed"
+        (job,) = store.list_jobs("h7")
+        assert (job.status, job.tool_call_id, job.result) == ("succeeded", "c7", {})
+        runs = store.list_runs("h7")
+        assert [(r.kind, r.status) for r in runs] == [
+            ("user", "awaiting"),
+            ("server_result", "completed"),
+        ]
+        assert runs[1].parent_run_id == runs[0].id
+        assert len(store.list_jobs("h25")) == 1 and store.get_session("h26") is None
+        assert store.claim_batch(["w/0"], lease_s=5.0, max_attempts=3) == []
+    finally:
+        store.close()
+        if schema:
+            pg_cluster.drop_schema(schema)

@@ -26,6 +26,7 @@ from contextlib import closing
 from typing import Any
 
 from ..exceptions import UserError
+from .pgtemp import connect
 
 _TABLE = "pi_bench_bare"
 _NEXT = f"SELECT id, payload FROM {_TABLE} WHERE status = 'queued' ORDER BY id LIMIT 1"
@@ -33,10 +34,13 @@ _PG_CLAIM = f"{_NEXT} FOR UPDATE SKIP LOCKED"
 _DONE = f"UPDATE {_TABLE} SET status = 'done' WHERE id = {{}}"
 
 
-def measure_bare(backend: str, url: str, *, jobs: int, workers: int) -> dict[str, Any]:
+def measure_bare(
+    backend: str, url: str, *, jobs: int, workers: int, history: int = 0
+) -> dict[str, Any]:
     """One `bare` row: `jobs` rows through `workers` processes, counted as the durable
-    rows are (`duplicates`: rows claimed twice; `lost`: rows never claimed)."""
-    _fill(backend, url, jobs)
+    rows are (`duplicates`: rows claimed twice; `lost`: rows never claimed), behind
+    `history` rows already done."""
+    _fill(backend, url, jobs, history)
     command = [sys.executable, "-c", "from pi_runtime.bench.bare import main; main()"]
     procs = [
         subprocess.Popen(
@@ -92,19 +96,21 @@ def _report(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
     return report
 
 
-def _fill(backend: str, url: str, jobs: int) -> None:
+def _fill(backend: str, url: str, jobs: int, history: int) -> None:
     ddl = (
         f"CREATE TABLE {_TABLE} (id {'BIGSERIAL' if backend == 'postgresql' else 'INTEGER'} "
         "PRIMARY KEY, status TEXT NOT NULL, payload TEXT NOT NULL)"
     )
     index = f"CREATE INDEX ix_{_TABLE} ON {_TABLE} (status, id)"
-    rows = [("queued", json.dumps({"n": n})) for n in range(jobs)]
+    done = [("done", json.dumps({"n": -n})) for n in range(1, history + 1)]
+    rows = done + [("queued", json.dumps({"n": n})) for n in range(jobs)]
     if backend == "postgresql":
-        with _pg(url) as conn:
+        with connect(url) as conn:
             conn.execute(ddl)
             conn.execute(index)
-            with conn.cursor() as cur:
+            with conn.transaction(), conn.cursor() as cur:
                 cur.executemany(f"INSERT INTO {_TABLE} (status, payload) VALUES (%s, %s)", rows)
+            conn.execute(f"ANALYZE {_TABLE}")
         return
     with closing(_sqlite(url)) as conn:
         conn.execute(ddl)
@@ -112,22 +118,6 @@ def _fill(backend: str, url: str, jobs: int) -> None:
         conn.execute("BEGIN")
         conn.executemany(f"INSERT INTO {_TABLE} (status, payload) VALUES (?, ?)", rows)
         conn.execute("COMMIT")
-
-
-def _pg(url: str) -> Any:
-    import psycopg
-    from sqlalchemy import make_url
-
-    parsed = make_url(url)
-    return psycopg.connect(
-        host=parsed.host or "127.0.0.1",
-        port=parsed.port or 5432,
-        user=parsed.username,
-        password=parsed.password,
-        dbname=parsed.database,
-        options=parsed.query.get("options"),  # type: ignore[arg-type]
-        autocommit=True,  # transactions are explicit: `conn.transaction()`
-    )
 
 
 def _sqlite(url: str) -> sqlite3.Connection:
@@ -144,7 +134,7 @@ def main() -> None:
     ids: list[int] = []
     claim: Callable[[], Any]
     if backend == "postgresql":
-        conn = _pg(url)
+        conn = connect(url)
         done = _DONE.format("%s")
 
         def claim() -> Any:

@@ -14,6 +14,9 @@ store's own timestamps (worker start-up is not counted):
   simplest correct queue (`bench/bare.py`) on the same database, in the same run, so a
   slow or busy machine slows both.
 
+`history`: finished sessions each row's store already holds (`bench/history.py`): a
+store in use is mostly history, and claiming must not slow down as it grows.
+
 The fault pass (`mode: faults`) does the same while SIGKILLing a random worker every
 fraction of a second and starting a new one; a killed worker's leases expire and others
 take over. Jobs do no work of their own, so the kills land in claiming and delivery.
@@ -45,6 +48,7 @@ from ..exceptions import UserError
 from ..messages import AssistantMessage, ToolResultMessage
 from ..tools import tool
 from .bare import measure_bare
+from .history import fill_history
 from .pgtemp import TempPostgres, admin, with_schema
 from .versions import versions
 
@@ -79,6 +83,7 @@ def measure(
     concurrency: int = 1,
     lease_s: float = 2.0,
     timeout_s: float = 180.0,
+    history: int = 0,
 ) -> dict[str, Any]:
     """Run every row; a backend that cannot be reached is listed under `unavailable`."""
     rows: list[dict[str, Any]] = []
@@ -97,14 +102,14 @@ def measure(
                         plan.append((max(max(workers), 2), True))
                     bare = {
                         count: measure_bare(backend, fresh(), jobs=max(jobs, _BARE_JOBS),
-                                            workers=count)
+                                            workers=count, history=history)
                         for count in sorted({count for count, _ in plan})
                     }  # fmt: skip
                     rows.extend(bare.values())
                     for count, kill in plan:
                         row = _row(backend, fresh(), script, root, jobs, count, kill,
                                    concurrency=concurrency, lease_s=lease_s,
-                                   timeout_s=timeout_s)  # fmt: skip
+                                   timeout_s=timeout_s, history=history)  # fmt: skip
                         rows.append(row)
                     for row in rows:
                         if row["backend"] == backend:
@@ -115,7 +120,12 @@ def measure(
         "bench": "jobs",
         "rows": rows,
         "unavailable": unavailable,
-        "settings": {"jobs": jobs, "concurrency": concurrency, "lease_s": lease_s},
+        "settings": {
+            "jobs": jobs,
+            "concurrency": concurrency,
+            "lease_s": lease_s,
+            "history": history,
+        },
         "versions": ran_on,
     }
 
@@ -166,9 +176,11 @@ def _row(
     concurrency: int,
     lease_s: float,
     timeout_s: float,
+    history: int,
 ) -> dict[str, Any]:
     store = open_store(url)
     try:
+        fill_history(backend, url, history)
         sessions = asyncio.run(_awaiting_sessions(store, script, jobs))
         pool = _Pool(url, root, workers, concurrency=concurrency, lease_s=lease_s)
         kills = 0

@@ -139,6 +139,24 @@ def with_schema(url: str, schema: str | None) -> str:
     return f"{url}{joiner}options=-csearch_path%3D{schema}"
 
 
+def connect(url: str) -> Any:
+    """A psycopg connection to `url`, in its schema (`with_schema`), in autocommit:
+    transactions are explicit (`conn.transaction()`)."""
+    import psycopg
+    from sqlalchemy import make_url
+
+    parsed = make_url(url)
+    return psycopg.connect(
+        host=parsed.host or "127.0.0.1",
+        port=parsed.port or 5432,
+        user=parsed.username,
+        password=parsed.password,
+        dbname=parsed.database,
+        options=parsed.query.get("options"),  # type: ignore[arg-type]
+        autocommit=True,
+    )
+
+
 def admin(url: str, sql: str) -> Any:
     """Run one statement outside a transaction (CREATE/DROP SCHEMA, SHOW); the first
     value of its first row, if it returns one."""

@@ -154,6 +154,15 @@ def bench_jobs(
         str | None,
         typer.Option("--pg-url", help="A PostgreSQL server to use (default: start a temp one)."),
     ] = None,
+    history: Annotated[
+        int,
+        typer.Option(
+            "--history",
+            min=0,
+            max=10_000_000,
+            help="Finished sessions each row's store holds before its jobs.",
+        ),
+    ] = 0,
     out: Annotated[Path, typer.Option("--out", help="Directory for CSV/JSON.")] = Path(
         "bench-results"
     ),
@@ -172,7 +181,7 @@ def bench_jobs(
     except ValueError:
         fail(f"--workers takes counts >= 1 and --backends {', '.join(BACKENDS)}")
     result = measure(jobs=jobs, workers=counts, backends=names, faults=faults, pg_url=pg_url,
-                     concurrency=concurrency)  # fmt: skip
+                     concurrency=concurrency, history=history)  # fmt: skip
     result["files"] = [str(p) for p in write_files(result, out)]
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False))
