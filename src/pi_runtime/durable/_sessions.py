@@ -85,7 +85,12 @@ def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list
         query = query.where(
             c.id.startswith(prefix, autoescape=True), func.substr(c.id, 1, len(prefix)) == prefix
         )
-    query = query.where(~func.substr(c.id, len(prefix) + 1).contains("/"))
+    # Not below the namespace: no "/" after the prefix. Tested on the id itself, whose
+    # statistics the planner has: on a substring of it, PostgreSQL guessed that almost
+    # no row passes, sorted the whole table, and a page of 100,000 sessions took 39 ms
+    # instead of 0.03 (the newest rows, read from the index, pass at once).
+    below = _like_escaped(prefix) + "%//%"
+    query = query.where(c.id.not_like(below, escape="/"))
     if after is not None:
         found = None
         if within(after):
@@ -100,6 +105,11 @@ def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list
         )
     query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
     return [_rows.session(row) for row in tx.conn.execute(query)]
+
+
+def _like_escaped(text: str) -> str:
+    """`text` matching only itself in a LIKE pattern whose escape character is `/`."""
+    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
 
 
 def set_session_status(
