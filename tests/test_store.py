@@ -65,7 +65,10 @@ def test_migrations_are_recorded_once_and_reapplying_is_a_no_op(
 ) -> None:
     names = [m.name for m in MIGRATIONS]
     assert store.migrations() == names
-    assert names == ["0001_initial", "0002_approvals", "0003_memory_facts", "0004_sessions_created"]
+    assert names == [
+        "0001_initial", "0002_approvals", "0003_memory_facts", "0004_sessions_created",
+        "0005_sessions_namespace",
+    ]  # fmt: skip
     assert store.migrate() == []
     again = store_factory()
     assert again.migrations() == names

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -44,6 +45,17 @@ def test_a_tenant_differing_only_in_case_sees_none_of_the_others(store: Store) -
     assert ids(store, prefix="ACMÉ/") == ["ACMÉ/x"]
     with pytest.raises(NotFound):
         ids(store, prefix="acme/", after="ACME/secret")
+
+
+def test_a_prefix_within_a_namespace_lists_its_ids_that_start_with_it(store: Store) -> None:
+    for sid in ("acme/s1", "acme/s2", "acme/t1", "acme/s3/deeper", "ACME/s9", "acme/S4", "s5"):
+        store.create_session(sid)
+    assert ids(store, prefix="acme/s") == ["acme/s2", "acme/s1"]
+    assert ids(store, prefix="acme/s3") == []  # its only id is in a namespace below
+    assert ids(store, prefix="s") == ["s5"]
+    assert ids(store, prefix="acme/s", after="acme/s2") == ["acme/s1"]
+    with pytest.raises(NotFound):  # in the namespace, but not a page of this prefix
+        ids(store, prefix="acme/s", after="acme/t1")
 
 
 def test_like_wildcards_in_a_prefix_match_only_themselves(store: Store) -> None:
@@ -97,28 +109,35 @@ def test_a_page_size_out_of_bounds_is_refused(store: Store, limit: int) -> None:
         store.list_sessions(limit=limit)
 
 
+@pytest.mark.parametrize("prefix", ["", "acme/", "acme/s"])
 def test_the_newest_first_page_reads_an_index_instead_of_sorting_every_session(
-    store: Store, db_url: str
+    store: Store, db_url: str, prefix: str
 ) -> None:
     # 200,000 sessions took ~140 ms a page to sort whole on SQLite; ~1 ms through the index
-    for sid in ("acme/s1", "acme/s2", "zeta/s1"):
+    for sid in ("acme/s1", "acme/s2", "zeta/s1", "plain"):
         store.create_session(sid)
-    engine = sa.create_engine(db_url.replace("postgresql://", "postgresql+psycopg://"))
+    sent: list[tuple[str, Any]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, params: Any, *_: Any) -> None:
+        sent.append((statement, params))
+
+    engine = store._engine  # type: ignore[attr-defined]
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        store.list_sessions(prefix=prefix)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    (statement, params), *_ = [(st, p) for st, p in sent if "FROM sessions" in st]
     with engine.connect() as conn:
         if conn.dialect.name == "sqlite":
             plan = " ".join(
                 str(row[-1])
-                for row in conn.exec_driver_sql(
-                    "EXPLAIN QUERY PLAN SELECT * FROM sessions WHERE id LIKE 'acme/%' "
-                    "ESCAPE '/' AND instr(substr(id, 6), '/') = 0 "
-                    "ORDER BY created_at DESC, id DESC LIMIT 50"
-                )
+                for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)
             )
-            assert "ix_sessions_created" in plan and "TEMP B-TREE" not in plan, plan
-        else:
+            assert "ix_sessions_namespace" in plan and "TEMP B-TREE" not in plan, plan
+        else:  # its plans: tests/test_store_pg_plans.py
             columns = conn.exec_driver_sql(
-                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_sessions_created' "
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_sessions_namespace' "
                 "AND schemaname = current_schema()"
             ).scalar_one()
-            assert "(created_at, id)" in columns
-    engine.dispose()
+            assert "rtrim(id, replace(id, '/'::text, ''::text)), created_at, id" in columns

@@ -78,19 +78,18 @@ def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list
         return sid.startswith(prefix) and "/" not in sid[len(prefix) :]
 
     c = t.sessions.c
-    query = select(t.sessions)
-    if prefix:
-        # LIKE narrows (SQLite's ignores ASCII case: tenant `acme` would see `ACME`'s
-        # sessions); the equal beginning decides
+    # Its ids start with `prefix` and hold no `/` after it: they are those in the
+    # namespace of `prefix` that start with it (any `/` after the prefix would be their
+    # last). One equality the namespace index serves, newest first: a page reads just
+    # the page, where a test of the ids read every newer session of every other tenant.
+    namespace = prefix[: prefix.rfind("/") + 1]
+    query = select(t.sessions).where(t.namespace_of(c.id) == namespace)
+    if prefix != namespace:
+        # LIKE narrows (SQLite's ignores ASCII case: `a/B` would match `a/b…`); the
+        # equal beginning decides
         query = query.where(
             c.id.startswith(prefix, autoescape=True), func.substr(c.id, 1, len(prefix)) == prefix
         )
-    # Not below the namespace: no "/" after the prefix. Tested on the id itself, whose
-    # statistics the planner has: on a substring of it, PostgreSQL guessed that almost
-    # no row passes, sorted the whole table, and a page of 100,000 sessions took 39 ms
-    # instead of 0.03 (the newest rows, read from the index, pass at once).
-    below = _like_escaped(prefix) + "%//%"
-    query = query.where(c.id.not_like(below, escape="/"))
     if after is not None:
         found = None
         if within(after):
@@ -105,11 +104,6 @@ def list_sessions(tx: Tx, *, prefix: str, limit: int, after: str | None) -> list
         )
     query = query.order_by(c.created_at.desc(), c.id.desc()).limit(limit)
     return [_rows.session(row) for row in tx.conn.execute(query)]
-
-
-def _like_escaped(text: str) -> str:
-    """`text` matching only itself in a LIKE pattern whose escape character is `/`."""
-    return text.replace("/", "//").replace("%", "/%").replace("_", "/_")
 
 
 def set_session_status(

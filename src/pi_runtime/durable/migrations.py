@@ -51,11 +51,17 @@ def _sessions_created(conn: Connection) -> None:
     index.create(conn)
 
 
+def _sessions_namespace(conn: Connection) -> None:
+    (index,) = (i for i in t.sessions.indexes if i.name == "ix_sessions_namespace")
+    index.create(conn)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _initial),
     Migration("0002_approvals", _approvals),
     Migration("0003_memory_facts", _memory_facts),
     Migration("0004_sessions_created", _sessions_created),
+    Migration("0005_sessions_namespace", _sessions_namespace),
 )
 
 

@@ -26,8 +26,11 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    func,
+    literal_column,
     text,
 )
+from sqlalchemy.sql.elements import ColumnElement
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -92,6 +95,21 @@ sessions = Table(
     # `list_sessions` pages newest first: without it every page sorts the whole table
     Index("ix_sessions_created", "created_at", "id"),
 )
+
+
+def namespace_of(session_id: ColumnElement[str]) -> ColumnElement[str]:
+    """The namespace a session id is in: the id up to its last `/`, that included (`""`
+    for an id without one). `rtrim(id, id without its slashes)` strips from the right
+    every character but `/`: one expression that both backends index, written with
+    literals (an index serves only the very expression it was made on)."""
+    slash: ColumnElement[str] = literal_column("'/'", Text)
+    nothing: ColumnElement[str] = literal_column("''", Text)
+    return func.rtrim(session_id, func.replace(session_id, slash, nothing))
+
+
+# A page of a namespace's sessions (a tenant's, or those of no tenant), newest first,
+# reads just that page, however many sessions the other namespaces hold.
+Index("ix_sessions_namespace", namespace_of(sessions.c.id), sessions.c.created_at, sessions.c.id)
 
 runs = Table(
     "runs",
