@@ -160,18 +160,7 @@ def connect(url: str) -> Any:
 def admin(url: str, sql: str) -> Any:
     """Run one statement outside a transaction (CREATE/DROP SCHEMA, SHOW); the first
     value of its first row, if it returns one."""
-    import psycopg
-    from sqlalchemy import make_url
-
-    parsed = make_url(url)
-    with psycopg.connect(
-        host=parsed.host or "127.0.0.1",
-        port=parsed.port or 5432,
-        user=parsed.username,
-        password=parsed.password,
-        dbname=parsed.database,
-        autocommit=True,
-    ) as conn:
+    with connect(url) as conn:
         cursor = conn.execute(sql)
         row = cursor.fetchone() if cursor.description else None
         return None if row is None else row[0]
