@@ -68,6 +68,15 @@ def test_bench_jobs_refuses_an_unknown_backend(tmp_path: Path) -> None:
     assert done.returncode == 2 and "--backends" in done.stderr
 
 
+def test_bench_jobs_refuses_a_negative_history(tmp_path: Path) -> None:
+    refused = subprocess.run(
+        [str(PI), "bench", "jobs", "--history", "-1"], capture_output=True, text=True,
+        timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert refused.returncode == 2 and "--history" in refused.stderr
+    assert not (tmp_path / "bench-results").exists()  # nothing measured, nothing written
+
+
 def test_bench_jobs_refuses_no_slots(tmp_path: Path) -> None:
     refused = subprocess.run(
         [str(PI), "bench", "jobs", "-c", "0"], capture_output=True, text=True, timeout=60,
@@ -89,6 +98,7 @@ def test_history_is_finished_work_a_store_reads_and_never_claims(
         fill_history(backend, url, 25)
         session = store.get_session("h7")
         assert session is not None and session.status == "completed"
+        assert session.message_count == len(store.load_messages("h7")) == 0
         (job,) = store.list_jobs("h7")
         assert (job.status, job.tool_call_id, job.result) == ("succeeded", "c7", {})
         runs = store.list_runs("h7")

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from durable_support import *  # noqa: F403  (the store fixtures)
 from pi_runtime.durable import NotFound, Store
+from pi_runtime.durable import schema as t
 from pi_runtime.exceptions import UserError
 
 
@@ -141,3 +142,19 @@ def test_the_newest_first_page_reads_an_index_instead_of_sorting_every_session(
                 "AND schemaname = current_schema()"
             ).scalar_one()
             assert "rtrim(id, replace(id, '/'::text, ''::text)), created_at, id" in columns
+
+
+def test_the_indexed_namespace_of_an_id_is_the_one_a_page_asks_for(store: Store) -> None:
+    # the index's SQL expression and the Python the page is asked with must agree, on
+    # each backend, for every shape of id (else a page silently misses sessions)
+    made = ["plain", "a/b", "a/b/c", "a/", "/lead", "x//y", "ü/ß/é", "a%b/_c", "t/\\z", "é"]
+    for sid in made:
+        store.create_session(sid)
+    engine = store._engine  # type: ignore[attr-defined]
+    with engine.connect() as conn:
+        rows = conn.execute(sa.select(t.sessions.c.id, t.namespace_of(t.sessions.c.id)))
+        found = {row[0]: row[1] for row in rows}
+    assert found == {sid: sid[: sid.rfind("/") + 1] for sid in made}
+    for sid in made:  # and each is listed in its namespace's page
+        namespace = sid[: sid.rfind("/") + 1]
+        assert sid in ids(store, prefix=namespace)

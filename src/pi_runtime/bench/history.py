@@ -7,7 +7,9 @@ delivering slow down as the store grows (they must not: every claim reads the cl
 indexes, never the tables).
 
 The rows are written by one statement a table, in the store's own schema, with values
-no live row has (ids `h…`, a past date): nothing of the history can be claimed.
+no live row has (ids `h…`, a past date): nothing of the history can be claimed. They
+carry no messages (their sessions say so: `message_count` 0): no claim or delivery
+reads another session's messages.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ _PAST = "'2026-01-01 00:00:00'"
 _LATER = "'2026-01-01 00:00:01'"  # the continuation, after the run it continues
 _ROWS = (
     "INSERT INTO sessions (id, status, version, message_count, created_at, updated_at)"
-    " SELECT 'h' || g, 'completed', 3, 4, {past}, {past} FROM {n}",
+    " SELECT 'h' || g, 'completed', 3, 0, {past}, {past} FROM {n}",
     "INSERT INTO runs (id, session_id, kind, status, stop_reason, attempts, created_at,"
     " started_at, finished_at)"
     " SELECT 'hr' || g, 'h' || g, 'user', 'awaiting', 'awaiting_tool', 1, {past}, {past},"
